@@ -1,0 +1,100 @@
+/**
+ * The `Store` service: atomic batches over column families, point reads,
+ * bounded scans and counters. Two layers implement it and pass one
+ * conformance suite (test/store-conformance.ts): RocksDB
+ * (`src/layers/store-rocksdb.ts`) and an ordered in-memory map
+ * (`src/layers/store-memory.ts`).
+ */
+import { Context, Data, type Effect, type Stream } from "effect"
+import type { Batch, ColumnFamily } from "../domain/ops.js"
+
+export interface Entry {
+  readonly key: Uint8Array
+  readonly value: Uint8Array
+}
+
+/** Keys k with lo <= k < hi (byte order). */
+export interface Range {
+  readonly lo: Uint8Array
+  readonly hi: Uint8Array
+}
+
+export interface ScanOptions {
+  /** Upper bound on entries returned; every scan is bounded. */
+  readonly limit: number
+  /** Newest (highest key) first. */
+  readonly reverse?: boolean
+}
+
+export interface StreamOptions {
+  readonly reverse?: boolean
+  /** Entries read from the store per chunk (default 1,000). */
+  readonly chunk?: number
+}
+
+/** Reads served since the last reset, by logical family name (see `Keys.familyOf`). */
+export interface StoreStats {
+  readonly scans: Readonly<Record<string, number>>
+  readonly pointReads: Readonly<Record<string, number>>
+}
+
+export class StoreError extends Data.TaggedError("StoreError")<{
+  readonly op: string
+  readonly message: string
+}> {}
+
+/** A scan of a whole family did not reach its hi sentinel (or lacked its lo sentinel). */
+export class StoreCorrupt extends Data.TaggedError("StoreCorrupt")<{
+  readonly family: string
+  readonly lastKey: string
+  readonly message: string
+}> {}
+
+/** The store was written by a newer build: format `found` > `supported`. Nothing was opened. */
+export class StoreFormatNewer extends Data.TaggedError("StoreFormatNewer")<{
+  readonly found: number
+  readonly supported: number
+}> {
+  override get message() {
+    return `store format ${this.found} is newer than this build supports (${this.supported})`
+  }
+}
+
+/** Another process (or another handle in this one) holds the store's lock. */
+export class StoreLocked extends Data.TaggedError("StoreLocked")<{
+  readonly dir: string
+  readonly message: string
+}> {}
+
+export type StoreOpenError = StoreError | StoreFormatNewer | StoreLocked
+
+export interface StoreShape {
+  /** Commit every op atomically. `sync: true`: durable (fsync'd) before the effect succeeds. */
+  readonly write: (batch: Batch, opts: { readonly sync: boolean }) => Effect.Effect<void, StoreError>
+  readonly get: (cf: ColumnFamily, key: Uint8Array) => Effect.Effect<Uint8Array | undefined, StoreError>
+  readonly multiGet: (
+    cf: ColumnFamily,
+    keys: ReadonlyArray<Uint8Array>
+  ) => Effect.Effect<ReadonlyArray<Uint8Array | undefined>, StoreError>
+  /** Read merged counters: signed 64-bit totals (0 for a missing key). */
+  readonly getCounters: (
+    cf: ColumnFamily,
+    keys: ReadonlyArray<Uint8Array>
+  ) => Effect.Effect<ReadonlyArray<bigint>, StoreError>
+  /** One bounded page of a range, in key order (or reverse). */
+  readonly scan: (cf: ColumnFamily, range: Range, opts: ScanOptions) => Effect.Effect<ReadonlyArray<Entry>, StoreError>
+  /** A whole range in chunks; never holds more than one chunk in memory. */
+  readonly stream: (cf: ColumnFamily, range: Range, opts?: StreamOptions) => Stream.Stream<Entry, StoreError>
+  /** The first entry of a range (or the last, with reverse): one seek. */
+  readonly first: (
+    cf: ColumnFamily,
+    range: Range,
+    opts?: { readonly reverse?: boolean }
+  ) => Effect.Effect<Entry | undefined, StoreError>
+  /** The store's format stamp as read at open (after migrations it is re-read). */
+  readonly format: Effect.Effect<number, StoreError>
+  readonly stats: Effect.Effect<StoreStats>
+  readonly resetStats: Effect.Effect<void>
+}
+
+export class Store extends Context.Tag("ankusa/Store")<Store, StoreShape>() {}
