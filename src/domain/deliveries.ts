@@ -1,0 +1,302 @@
+/**
+ * Delivery transitions as pure op builders (TEN-1 §3–§6, §9).
+ *
+ * The only module that builds `?D`, `?F`, `?X` and `?A` keys (and the format 2
+ * `?d`/`?f` ones, for fixtures): every other module asks for a transition or a
+ * range here. A transition is its ops plus its counter deltas; `batch` joins
+ * transitions into one atomic batch whose deltas go through `Counters.ops`,
+ * so an index row never changes without its counts.
+ */
+import * as Counters from "./counters.js"
+import { type Delta, delta } from "./counters.js"
+import * as K from "./keys.js"
+import { type Batch, del, type Op, put } from "./ops.js"
+
+export interface Transition {
+  readonly ops: ReadonlyArray<Op>
+  readonly deltas: ReadonlyArray<Delta>
+}
+
+const EMPTY = new Uint8Array(0)
+
+/** One atomic batch of transitions: their ops, markers coalesced, then their coalesced deltas. */
+export const batch = (transitions: ReadonlyArray<Transition>, extra: ReadonlyArray<Op> = []): Batch => {
+  const out: Array<Op> = []
+  const markers = new Set<string>()
+  for (const t of transitions) {
+    for (const op of t.ops) {
+      if (op._tag === "put" && op.cf === "index" && op.key[0] === K.P.active) {
+        const id = K.asBuffer(op.key).toString("latin1")
+        if (markers.has(id)) continue
+        markers.add(id)
+      }
+      out.push(op)
+    }
+  }
+  out.push(...extra)
+  out.push(...Counters.ops(transitions.flatMap((t) => t.deltas)))
+  return out
+}
+
+// ---------------------------------------------------------------------------
+// Delivery rows (deliveries column family): <<1::8, attempts::16, lastStatus::16, size::32, lastAt::64>>
+
+export interface DeliveryRow {
+  /** Attempts made so far. */
+  readonly attempts: number
+  /** HTTP status of the last attempt; 0 for none or a transport error. */
+  readonly lastStatus: number
+  /** The size this row counts in `bytes` (TEN-1 §4). */
+  readonly size: number
+  /** When the last attempt ended (ms); 0 before the first. */
+  readonly lastAt: number
+}
+
+export const encodeRow = (r: DeliveryRow): Uint8Array => {
+  const b = Buffer.alloc(17)
+  b[0] = 1
+  b.writeUInt16BE(Math.min(r.attempts, 0xffff), 1)
+  b.writeUInt16BE(Math.min(r.lastStatus, 0xffff), 3)
+  b.writeUInt32BE(r.size, 5)
+  K.writeU64(b, r.lastAt, 9)
+  return b
+}
+
+export const decodeRow = (v: Uint8Array | undefined): DeliveryRow | undefined => {
+  if (v === undefined || v.length !== 17 || v[0] !== 1) return undefined
+  return { attempts: K.readU16(v, 1), lastStatus: K.readU16(v, 3), size: K.readU32(v, 5), lastAt: K.readU64(v, 9) }
+}
+
+export const freshRow = (size: number): DeliveryRow => ({ attempts: 0, lastStatus: 0, size, lastAt: 0 })
+
+const rowPut = (seq: number, sink: number, row: DeliveryRow): Op => put("deliveries", K.deliveryKey(seq, sink), encodeRow(row))
+const rowDel = (seq: number, sink: number): Op => del("deliveries", K.deliveryKey(seq, sink))
+const clearedPut = (seq: number): Op => put("index", K.clearedKey(seq))
+
+// ---------------------------------------------------------------------------
+// Due rows and their active markers
+
+export interface DueRow {
+  readonly ord: number
+  readonly at: number
+  readonly seq: number
+  readonly sink: number
+  readonly size: number
+  readonly kind: K.DueKind
+}
+
+/** The due put and its active marker: there is no way to write a due row without its marker (TEN-1 §5). */
+export const dueOps = (row: DueRow): ReadonlyArray<Op> => [
+  put("index", K.dueKey(row.ord, row.at, row.seq, row.sink), K.dueValue(row.size, row.kind)),
+  put("index", K.activeKey(K.bucketOf(row.at), row.ord))
+]
+
+const pendingField = (kind: K.DueKind): Counters.FieldName => (kind === 0 ? "pending" : "scheduled")
+
+// ---------------------------------------------------------------------------
+// Transitions
+
+export interface IngestInput {
+  readonly seq: number
+  readonly ord: number
+  /** The encoded envelope (the hooks row value). */
+  readonly envelope: Uint8Array
+  readonly sinkCount: number
+  readonly at: number
+  readonly archive: boolean
+}
+
+/** First sight of a hook: hook row, one delivery row and due row (kind 0) per sink, and the archive obligation. */
+export const ingest = (h: IngestInput): Transition => {
+  const size = h.envelope.length
+  const ops: Array<Op> = [put("hooks", K.hookKey(h.seq), h.envelope)]
+  for (let sink = 0; sink < h.sinkCount; sink++) {
+    ops.push(rowPut(h.seq, sink, freshRow(size)))
+    ops.push(...dueOps({ ord: h.ord, at: h.at, seq: h.seq, sink, size, kind: 0 }))
+  }
+  const deltas = [delta(h.ord, "pending", h.sinkCount), delta(h.ord, "bytes", h.sinkCount * size)]
+  if (h.archive) {
+    ops.push(put("index", K.archiveKey(h.seq), K.archiveValue(size, h.ord)))
+    deltas.push(delta(h.ord, "archive_pending", 1))
+  }
+  return { ops, deltas }
+}
+
+/** A new delivery row for an existing hook (rows imported or a route's added sink): kind 0. */
+export const expand = (r: { readonly ord: number; readonly seq: number; readonly sink: number; readonly size: number; readonly at: number }): Transition => ({
+  ops: [rowPut(r.seq, r.sink, freshRow(r.size)), ...dueOps({ ...r, kind: 0 })],
+  deltas: [delta(r.ord, "pending", 1), delta(r.ord, "bytes", r.size)]
+})
+
+/** Due → inflight, carrying ord and size. The marker stays; the pipeline's cleanup removes stale ones. */
+export const claim = (ref: K.DueRef, v: K.DueValue): Transition => ({
+  ops: [del("index", K.dueKey(ref.ord, ref.at, ref.seq, ref.sink)), put("index", K.inflightKey(ref.ord, ref.seq, ref.sink), K.sizeValue(v.size))],
+  deltas: [delta(ref.ord, pendingField(v.kind), -1), delta(ref.ord, "inflight", 1)]
+})
+
+/** Delivered: the row is gone; `?c` tells reclaim to look at the hook. */
+export const delivered = (ref: K.InflightRef, size: number): Transition => ({
+  ops: [del("index", K.inflightKey(ref.ord, ref.seq, ref.sink)), rowDel(ref.seq, ref.sink), clearedPut(ref.seq)],
+  deltas: [delta(ref.ord, "inflight", -1), delta(ref.ord, "bytes", -size)]
+})
+
+/** A failed attempt with attempts left: back to due as kind 1 at the next attempt time. */
+export const retry = (ref: K.InflightRef, row: DeliveryRow, at: number): Transition => ({
+  ops: [
+    del("index", K.inflightKey(ref.ord, ref.seq, ref.sink)),
+    rowPut(ref.seq, ref.sink, row),
+    ...dueOps({ ord: ref.ord, at, seq: ref.seq, sink: ref.sink, size: row.size, kind: 1 })
+  ],
+  deltas: [delta(ref.ord, "inflight", -1), delta(ref.ord, "scheduled", 1)]
+})
+
+/** Dead-letter: `?x` in global time order with `{sourceId, id, ord}`, and its by-tenant twin `?X`. */
+export const deadLetter = (
+  ref: K.InflightRef,
+  row: DeliveryRow,
+  at: number,
+  hook: { readonly sourceId: string; readonly id: string }
+): Transition => ({
+  ops: [
+    del("index", K.inflightKey(ref.ord, ref.seq, ref.sink)),
+    rowPut(ref.seq, ref.sink, row),
+    put("index", K.deadKey(at, ref.seq, ref.sink), K.deadValue({ sourceId: hook.sourceId, id: hook.id, ord: ref.ord })),
+    put("index", K.deadByTenantKey(ref.ord, at, ref.seq, ref.sink), EMPTY)
+  ],
+  deltas: [delta(ref.ord, "inflight", -1), delta(ref.ord, "dead", 1)]
+})
+
+/** Replay: a dead row comes back as a first attempt (kind 0) due at `at`, attempts reset. */
+export const revive = (ref: K.DeadRef, ord: number, size: number, at: number): Transition => ({
+  ops: [
+    del("index", K.deadKey(ref.at, ref.seq, ref.sink)),
+    del("index", K.deadByTenantKey(ord, ref.at, ref.seq, ref.sink)),
+    rowPut(ref.seq, ref.sink, freshRow(size)),
+    ...dueOps({ ord, at, seq: ref.seq, sink: ref.sink, size, kind: 0 })
+  ],
+  deltas: [delta(ord, "dead", -1), delta(ord, "pending", 1)]
+})
+
+/** Boot: an inflight row left by a crash goes back to due as kind 0. */
+export const recover = (ref: K.InflightRef, size: number, at: number): Transition => ({
+  ops: [
+    del("index", K.inflightKey(ref.ord, ref.seq, ref.sink)),
+    ...dueOps({ ord: ref.ord, at, seq: ref.seq, sink: ref.sink, size, kind: 0 })
+  ],
+  deltas: [delta(ref.ord, "inflight", -1), delta(ref.ord, "pending", 1)]
+})
+
+/** A claimed row whose hook is gone or undecodable: dropped through the counted path. */
+export const orphanDrop = (ref: K.InflightRef, size: number): Transition => ({
+  ops: [del("index", K.inflightKey(ref.ord, ref.seq, ref.sink)), rowDel(ref.seq, ref.sink), clearedPut(ref.seq)],
+  deltas: [delta(ref.ord, "inflight", -1), delta(ref.ord, "bytes", -size)]
+})
+
+/** Purge of a waiting row (never an inflight one). */
+export const purgeDue = (ref: K.DueRef, v: K.DueValue): Transition => ({
+  ops: [del("index", K.dueKey(ref.ord, ref.at, ref.seq, ref.sink)), rowDel(ref.seq, ref.sink), clearedPut(ref.seq)],
+  deltas: [delta(ref.ord, pendingField(v.kind), -1), delta(ref.ord, "bytes", -v.size)]
+})
+
+/** Purge (or the DLQ ceiling's drop) of a dead row: `?x` and `?X` together. */
+export const purgeDead = (ref: K.DeadRef, ord: number, size: number): Transition => ({
+  ops: [
+    del("index", K.deadKey(ref.at, ref.seq, ref.sink)),
+    del("index", K.deadByTenantKey(ord, ref.at, ref.seq, ref.sink)),
+    rowDel(ref.seq, ref.sink),
+    clearedPut(ref.seq)
+  ],
+  deltas: [delta(ord, "dead", -1), delta(ord, "bytes", -size)]
+})
+
+/** The compactor wrote the hook to a segment: the obligation is settled. */
+export const archiveSettle = (seq: number, ord: number): Transition => ({
+  ops: [del("index", K.archiveKey(seq)), clearedPut(seq)],
+  deltas: [delta(ord, "archive_pending", -1)]
+})
+
+/** Retention dropped the obligation unwritten. Same effect on the index; counted separately in metrics. */
+export const archiveDrop = archiveSettle
+
+// ---------------------------------------------------------------------------
+// Ranges and marker ops for readers (the Queue layer) and the pipeline's cleanup
+
+export interface KeyRange {
+  readonly lo: Uint8Array
+  readonly hi: Uint8Array
+}
+
+/** Markers with bucket <= floor(now / 1000), oldest first. */
+export const activeRange = (now: number): KeyRange => ({
+  lo: K.familyDataRange(K.Families.active).lo,
+  hi: K.activeUpTo(K.bucketOf(now))
+})
+
+/** A tenant's due rows with floorAt <= at <= now, in `at` order. */
+export const dueRange = (ord: number, floorAt: number, now: number): KeyRange => ({
+  lo: K.dueFrom(ord, floorAt),
+  hi: K.dueUpTo(ord, now)
+})
+
+export const tenantDueRange = (ord: number): KeyRange => K.range(K.duePrefix(ord))
+export const tenantInflightRange = (ord: number): KeyRange => K.range(K.inflightPrefix(ord))
+export const tenantDeadRange = (ord: number): KeyRange => K.range(K.deadByTenantPrefix(ord))
+
+export const markerPut = (bucket: number, ord: number): Op => put("index", K.activeKey(bucket, ord))
+export const markerDel = (bucket: number, ord: number): Op => del("index", K.activeKey(bucket, ord))
+
+/** The `?x` key a `?X` key mirrors (the join of TEN-1 §6). */
+export const deadKeyOfByTenant = (key: Uint8Array): { readonly ord: number; readonly ref: K.DeadRef; readonly deadKey: Uint8Array } => {
+  const r = K.decodeDeadByTenantKey(key)
+  return { ord: r.ord, ref: { at: r.at, seq: r.seq, sink: r.sink }, deadKey: K.deadKey(r.at, r.seq, r.sink) }
+}
+
+// ---------------------------------------------------------------------------
+// Format 2 (fixtures and the 2 → 3 migration only)
+
+export const V2 = {
+  /** A format 2 hook: tenant only in the envelope, global `?d` due rows, `?a` valued <<size::32>>. */
+  ingest: (h: Omit<IngestInput, "ord">): ReadonlyArray<Op> => {
+    const size = h.envelope.length
+    const ops: Array<Op> = [put("hooks", K.hookKey(h.seq), h.envelope)]
+    for (let sink = 0; sink < h.sinkCount; sink++) {
+      ops.push(rowPut(h.seq, sink, freshRow(size)))
+      ops.push(put("index", K.dueV2Key(h.at, h.seq, sink), K.sizeValue(size)))
+    }
+    if (h.archive) ops.push(put("index", K.archiveKey(h.seq), K.sizeValue(size)))
+    return ops
+  },
+  dueKey: K.dueV2Key,
+  inflightKey: K.inflightV2Key,
+  dueRow: (at: number, seq: number, sink: number, size: number): Op => put("index", K.dueV2Key(at, seq, sink), K.sizeValue(size)),
+  inflightRow: (seq: number, sink: number, size: number): Op => put("index", K.inflightV2Key(seq, sink), K.sizeValue(size)),
+  deadRow: (at: number, seq: number, sink: number, hook: { readonly sourceId: string; readonly id: string }): Op =>
+    put("index", K.deadKey(at, seq, sink), K.deadValueV2(hook)),
+  archiveRow: (seq: number, size: number): Op => put("index", K.archiveKey(seq), K.sizeValue(size)),
+  /** Migration: delete a format 2 due / inflight row. */
+  delDue: (at: number, seq: number, sink: number): Op => del("index", K.dueV2Key(at, seq, sink)),
+  delInflight: (seq: number, sink: number): Op => del("index", K.inflightV2Key(seq, sink))
+} as const
+
+/** Migration phase writes for rows re-keyed from format 2 (TEN-1 §7). */
+export const Migrated = {
+  due: (row: DueRow): Transition => ({
+    ops: dueOps(row),
+    deltas: [delta(row.ord, pendingField(row.kind), 1), delta(row.ord, "bytes", row.size)]
+  }),
+  inflight: (ref: K.InflightRef, size: number): Transition => ({
+    ops: [put("index", K.inflightKey(ref.ord, ref.seq, ref.sink), K.sizeValue(size))],
+    deltas: [delta(ref.ord, "inflight", 1), delta(ref.ord, "bytes", size)]
+  }),
+  dead: (ref: K.DeadRef, ord: number, size: number, hook: { readonly sourceId: string; readonly id: string }): Transition => ({
+    ops: [
+      put("index", K.deadKey(ref.at, ref.seq, ref.sink), K.deadValue({ ...hook, ord })),
+      put("index", K.deadByTenantKey(ord, ref.at, ref.seq, ref.sink), EMPTY)
+    ],
+    deltas: [delta(ord, "dead", 1), delta(ord, "bytes", size)]
+  }),
+  archive: (seq: number, size: number, ord: number): Transition => ({
+    ops: [put("index", K.archiveKey(seq), K.archiveValue(size, ord))],
+    deltas: [delta(ord, "archive_pending", 1)]
+  })
+} as const

@@ -1,0 +1,65 @@
+/**
+ * The hook envelope: the value of a `hooks` row. Versioned binary:
+ * `<<1::8, metaLen::32, meta JSON (utf8), body bytes>>`; the body is kept as
+ * the exact bytes received. See docs/storage.md.
+ */
+export interface Envelope {
+  /** The public id answered with 202 and sent as `webhook-id`. */
+  readonly id: string
+  /** null means "default" (TEN-1 §1). */
+  readonly tenantId: string | null
+  readonly sourceId: string
+  readonly receivedAt: number
+  readonly contentType: string
+  /** Selected request headers kept for delivery (lower-case names). */
+  readonly headers: Readonly<Record<string, string>>
+  /** Sink names by fan-out position (`sink::16` in the keys). */
+  readonly sinks: ReadonlyArray<string>
+  readonly idempotencyKey: string | null
+  readonly body: Uint8Array
+}
+
+const VERSION = 1
+
+export const DEFAULT_TENANT = "default"
+
+export const tenantOf = (env: Pick<Envelope, "tenantId"> | undefined): string => env?.tenantId ?? DEFAULT_TENANT
+
+export const encodeEnvelope = (e: Envelope): Uint8Array => {
+  const meta = Buffer.from(
+    JSON.stringify({
+      id: e.id,
+      tenantId: e.tenantId,
+      sourceId: e.sourceId,
+      receivedAt: e.receivedAt,
+      contentType: e.contentType,
+      headers: e.headers,
+      sinks: e.sinks,
+      idempotencyKey: e.idempotencyKey
+    }),
+    "utf8"
+  )
+  const head = Buffer.alloc(5)
+  head[0] = VERSION
+  head.writeUInt32BE(meta.length, 1)
+  return Buffer.concat([head, meta, e.body])
+}
+
+/** undefined when the bytes are not an envelope this build understands. */
+export const decodeEnvelope = (bytes: Uint8Array | undefined): Envelope | undefined => {
+  if (bytes === undefined || bytes.length < 5) return undefined
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  if (b[0] !== VERSION) return undefined
+  const metaLen = b.readUInt32BE(1)
+  if (5 + metaLen > b.length) return undefined
+  try {
+    const m = JSON.parse(b.toString("utf8", 5, 5 + metaLen)) as Omit<Envelope, "body">
+    if (typeof m.id !== "string" || !Array.isArray(m.sinks)) return undefined
+    return { ...m, body: b.subarray(5 + metaLen) }
+  } catch {
+    return undefined
+  }
+}
+
+/** The size counted for each delivery row of a hook (TEN-1 §4 bytes): the stored envelope's size. */
+export const sizeOf = (encoded: Uint8Array): number => encoded.length
