@@ -33,4 +33,4 @@ export const nextOrdOp = (nextOrd: number): Op => put("default", Meta.nextOrd, e
 
 /** A valid tenant id: non-empty UTF-8 without NUL (dedupe keys use NUL as separator), bounded length. */
 export const validTenantId = (id: string): boolean =>
-  id.length > 0 && !id.includes("\u0000") && Buffer.byteLength(id, "utf8") <= MAX_TENANT_ID_BYTES && id.isWellFormed()
+  id.length > 0 && !id.includes("\u0000") && Buffer.byteLength(id, "utf8") <= MAX_TENANT_ID_BYTES && Buffer.from(id, "utf8").toString("utf8") === id
