@@ -300,3 +300,18 @@ export const Migrated = {
     deltas: [delta(ord, "archive_pending", 1)]
   })
 } as const
+
+// ---------------------------------------------------------------------------
+// Keys and ranges for readers (the Queue layer's DLQ reads, the store check)
+
+/** The `?A` key of a marker, for readers that check one exists (the store check). */
+export const markerKey = (bucket: number, ord: number): Uint8Array => K.activeKey(bucket, ord)
+
+/** The `?X` key that mirrors a `?x` row of tenant `ord` (the other direction of `deadKeyOfByTenant`). */
+export const byTenantKeyOfDead = (ord: number, ref: K.DeadRef): Uint8Array => K.deadByTenantKey(ord, ref.at, ref.seq, ref.sink)
+
+/** A tenant's `?X` rows strictly older than `before` in (at, seq, sink) order; all of them without `before`. */
+export const tenantDeadRangeBefore = (ord: number, before?: K.DeadRef): KeyRange =>
+  before === undefined
+    ? tenantDeadRange(ord)
+    : { lo: K.deadByTenantPrefix(ord), hi: K.deadByTenantKey(ord, before.at, before.seq, before.sink) }
