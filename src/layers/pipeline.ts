@@ -1,0 +1,341 @@
+/**
+ * The dispatch pipeline (TEN-1 §5; product.md "Delivery"; docs/delivery.md,
+ * docs/architecture.md "The pipeline"): a tick that claims due rows tenant by
+ * tenant from the active index, the marker cleanup, and the sink calls whose
+ * outcomes are committed in small batches.
+ *
+ * Durability: claims and outcomes are unsynced writes. Each is one atomic
+ * batch, so a crash can only lose whole transitions, and every state a lost
+ * transition leaves behind leads back to a delivery: a lost claim leaves the
+ * row due; a claim that survives without its outcome is `?F`, which boot
+ * recovery (`Queue.recoverInflight`) returns to due. The worst a crash does is
+ * deliver a row again (at-least-once; receivers dedupe by `webhook-id`).
+ */
+import { HttpClient } from "@effect/platform"
+import { Cause, Chunk, Clock, Context, Duration, Effect, Fiber, FiberSet, Layer, Metric, Queue as Q, Random, Schedule } from "effect"
+import * as Deliveries from "../domain/deliveries.js"
+import { decodeEnvelope, type Envelope } from "../domain/envelope.js"
+import * as K from "../domain/keys.js"
+import * as Retry from "../domain/retry-schedule.js"
+import { parseSecret } from "../domain/signature.js"
+import * as M from "./delivery-metrics.js"
+import { type DueEntry, Queue } from "./queue.js"
+import * as SinkClient from "./sink-client.js"
+import { type SinkOptions } from "./sink-client.js"
+import { Store, type StoreError } from "./store.js"
+
+export type { SinkOptions } from "./sink-client.js"
+
+// ---------------------------------------------------------------------------
+// Options (docs/configuration.md, `pipeline.*` and `sinks[]`)
+
+export interface PipelineOptions {
+  /** Dispatch tick period (ms). */
+  readonly tickMs: number
+  /** Rows claimed per tick at most, across tenants. */
+  readonly claimLimit: number
+  /** Bytes (delivery row sizes) claimed per tick at most; a tenant's first row is taken even past it. */
+  readonly claimBytes: number
+  /** Rows claimed and not yet settled, across sinks: bounds sink calls and envelopes in memory. */
+  readonly maxInflight: number
+  /** Active tenants one tick looks at (TEN-1 §5 `activeTenants` limit). */
+  readonly activeTenants: number
+  /** Outcomes committed together in one write at most. */
+  readonly commitBatch: number
+  /** Shutdown: how long inflight sink calls may finish before their rows are left to boot recovery. */
+  readonly graceMs: number
+  /** The sinks by name, as hook envelopes name them. */
+  readonly sinks: ReadonlyArray<SinkOptions>
+}
+
+export const Defaults = {
+  tickMs: 100,
+  claimLimit: 1_000,
+  claimBytes: 64 * 1024 * 1024,
+  maxInflight: 256,
+  activeTenants: 4_096,
+  commitBatch: 256,
+  graceMs: 10_000
+} as const satisfies Omit<PipelineOptions, "sinks">
+
+/** Inclusive ranges, checked when the layer is built. */
+export const Ranges: Readonly<Record<keyof typeof Defaults, readonly [number, number]>> = {
+  tickMs: [1, 60_000],
+  claimLimit: [1, 100_000],
+  claimBytes: [1, 1024 * 1024 * 1024],
+  maxInflight: [1, 100_000],
+  activeTenants: [1, 100_000],
+  commitBatch: [1, 10_000],
+  graceMs: [0, 600_000]
+}
+
+/** A wake never starts ticks closer together than this, so a busy Writer cannot spin the tick. */
+export const MIN_TICK_GAP_MS = 5
+/** Backoff between attempts of an outcome commit that failed (the rows stay `?F` meanwhile). */
+export const COMMIT_RETRY_MS = 200
+
+export type Input = Partial<Omit<PipelineOptions, "sinks">> & { readonly sinks: ReadonlyArray<SinkOptions> }
+
+const resolve = (input: Input): Effect.Effect<PipelineOptions> =>
+  Effect.suspend(() => {
+    const out = { ...Defaults, ...input } as PipelineOptions
+    for (const [key, [lo, hi]] of Object.entries(Ranges) as Array<[keyof typeof Defaults, readonly [number, number]]>) {
+      const v = out[key]
+      if (!Number.isInteger(v) || v < lo || v > hi) return Effect.dieMessage(`pipeline option ${key} = ${v} is outside ${lo}..${hi}`)
+    }
+    for (const s of out.sinks) {
+      if (!Number.isInteger(s.concurrency) || s.concurrency < 1) return Effect.dieMessage(`sink ${s.name}: concurrency ${s.concurrency} < 1`)
+      if (!(s.timeoutMs > 0)) return Effect.dieMessage(`sink ${s.name}: timeoutMs ${s.timeoutMs} <= 0`)
+      if (s.secret !== undefined && parseSecret(s.secret) === undefined) return Effect.dieMessage(`sink ${s.name}: secret is not whsec_<base64>`)
+    }
+    return Effect.succeed(out)
+  })
+
+// ---------------------------------------------------------------------------
+// The service
+
+export interface TickReport {
+  /** Tenants visited, in visit (marker) order. */
+  readonly visited: ReadonlyArray<number>
+  /** Rows claimed, in claim order. */
+  readonly claimed: ReadonlyArray<K.DueRef>
+}
+
+export interface PipelineShape {
+  /** Tick as soon as possible (the Writer may call it after a commit). Never blocks. */
+  readonly wake: Effect.Effect<void>
+  /** Run one tick now and report it (tests; ticks never overlap). */
+  readonly tick: Effect.Effect<TickReport, StoreError>
+  /** Rows claimed whose outcome is not committed yet. */
+  readonly inflight: Effect.Effect<number>
+}
+
+export class Pipeline extends Context.Tag("ankusa/Pipeline")<Pipeline, PipelineShape>() {}
+
+interface Settled {
+  readonly transition: Deliveries.Transition
+  readonly sink: string
+  readonly outcome: M.Outcome
+}
+
+interface Claimed {
+  readonly entry: DueEntry
+  readonly ref: K.InflightRef
+}
+
+const refOf = (d: DueEntry): K.InflightRef => ({ ord: d.ref.ord, seq: d.ref.seq, sink: d.ref.sink })
+
+export const make = (input: Input) =>
+  Effect.gen(function* () {
+    const o = yield* resolve(input)
+    const store = yield* Store
+    const queue = yield* Queue
+    const client = yield* HttpClient.HttpClient
+
+    const sinks = new Map<string, { readonly options: SinkOptions; readonly key: Uint8Array | undefined; readonly permits: Effect.Semaphore }>()
+    for (const s of o.sinks) {
+      sinks.set(s.name, {
+        options: s,
+        key: s.secret === undefined ? undefined : parseSecret(s.secret),
+        permits: yield* Effect.makeSemaphore(s.concurrency)
+      })
+    }
+
+    // TEN-1 §5: per-tenant scan floors, memory only; evicted when a tenant drains.
+    const cursors = new Map<number, number>()
+    // Claimed rows whose outcome is not committed: the global inflight bound.
+    let inflight = 0
+    let stopping = false
+
+    const calls = yield* FiberSet.make<void, never>()
+    const outcomes = yield* Q.unbounded<Settled>()
+    const wakeups = yield* Q.sliding<void>(1)
+    const ticking = yield* Effect.makeSemaphore(1)
+
+    // --- outcomes ----------------------------------------------------------
+
+    const commit = (items: ReadonlyArray<Settled>): Effect.Effect<void> =>
+      store.write(Deliveries.batch(items.map((i) => i.transition)), { sync: false }).pipe(
+        Effect.tapError((e) => Effect.logError("pipeline: outcome commit failed; retrying", e.message)),
+        Effect.retry({ while: () => !stopping, schedule: Schedule.spaced(Duration.millis(COMMIT_RETRY_MS)) }),
+        Effect.matchEffect({
+          onFailure: (e) => Effect.logError("pipeline: outcomes left inflight for boot recovery", { rows: items.length, error: e.message }),
+          onSuccess: () =>
+            Effect.forEach(items, (i) => Metric.increment(M.outcome(i.sink, i.outcome)), { discard: true })
+        }),
+        Effect.ensuring(Effect.sync(() => {
+          inflight -= items.length
+        }))
+      )
+
+    // A batch once taken is committed; only the wait for the first outcome is interruptible.
+    const commitStep = Effect.uninterruptibleMask((restore) =>
+      restore(Q.takeBetween(outcomes, 1, o.commitBatch)).pipe(Effect.flatMap((c) => commit(Chunk.toReadonlyArray(c))))
+    )
+
+    // --- one delivery ------------------------------------------------------
+
+    const settle = (s: Settled) => Q.offer(outcomes, s)
+
+    const deliver = (c: Claimed, env: Envelope | undefined, row: Deliveries.DeliveryRow): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        const size = c.entry.value.size
+        const name = env?.sinks[c.ref.sink]
+        if (env === undefined || name === undefined) {
+          yield* Effect.logWarning("pipeline: hook envelope gone or undecodable; row dropped", c.ref)
+          return yield* settle({ transition: Deliveries.orphanDrop(c.ref, size), sink: "unknown", outcome: "dropped" })
+        }
+        const hook = { sourceId: env.sourceId, id: env.id }
+        const sink = sinks.get(name)
+        if (sink === undefined) {
+          // A sink removed from the configuration: keep the row in the DLQ, where replay can find it.
+          const now = yield* Clock.currentTimeMillis
+          yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { ...c.ref, sink: name })
+          return yield* settle({ transition: Deliveries.deadLetter(c.ref, { ...row, lastAt: now }, now, hook), sink: name, outcome: "dead" })
+        }
+        const a = yield* sink.permits.withPermits(1)(SinkClient.call(client, sink.options, sink.key, env))
+        yield* Metric.update(M.latencyOf(name), a.durationMs / 1000)
+        const after: Deliveries.DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
+        if (a.status >= 200 && a.status < 300) {
+          return yield* settle({ transition: Deliveries.delivered(c.ref, size), sink: name, outcome: "delivered" })
+        }
+        const random = yield* Random.next
+        const d = Retry.next(sink.options.retry, { attempt: after.attempts, status: a.status, retryAfter: a.retryAfter, now: a.endedAt, random })
+        if (d._tag === "Retry") {
+          return yield* settle({ transition: Deliveries.retry(c.ref, after, d.at), sink: name, outcome: "retried" })
+        }
+        yield* Effect.logInfo("pipeline: row dead-lettered", { ...c.ref, sink: name, status: a.status, error: a.error, reason: d.reason })
+        return yield* settle({ transition: Deliveries.deadLetter(c.ref, after, a.endedAt, hook), sink: name, outcome: "dead" })
+      })
+
+    /** A defect in a delivery must not leak its slot: the row stays ?F (boot recovery), the count goes down. */
+    const guarded = (c: Claimed, effect: Effect.Effect<void>): Effect.Effect<void> =>
+      Effect.interruptible(effect).pipe(
+        Effect.catchAllCause((cause) =>
+          Cause.isInterruptedOnly(cause)
+            ? Effect.void
+            : Effect.logError("pipeline: delivery failed; row left inflight for boot recovery", { ...c.ref, cause: Cause.pretty(cause) }).pipe(
+                Effect.zipRight(Effect.sync(() => {
+                  inflight -= 1
+                }))
+              )
+        )
+      )
+
+    // --- the tick ----------------------------------------------------------
+
+    /** Visit tenants in marker order, each under its lock (TEN-1 §6: claim reads then deletes due rows), and claim in one batch. */
+    const claim = (now: number, rowsBudget: number) =>
+      Effect.gen(function* () {
+        const tenants = yield* queue.activeTenants(now, o.activeTenants)
+        const visits: Array<{ readonly ord: number; readonly buckets: ReadonlyArray<number>; readonly rows: ReadonlyArray<DueEntry> }> = []
+        const visit = (i: number, rowsLeft: number, bytesLeft: number): Effect.Effect<void, StoreError> => {
+          const t = tenants[i]
+          if (t === undefined || rowsLeft <= 0 || bytesLeft <= 0) {
+            const rows = visits.flatMap((v) => v.rows)
+            return rows.length === 0 ? Effect.void : store.write(Deliveries.batch(rows.map((r) => Deliveries.claim(r.ref, r.value))), { sync: false })
+          }
+          return queue.withTenant(
+            t.ord,
+            Effect.suspend(() => queue.dueForTenant(t.ord, now, cursors.get(t.ord) ?? 0, rowsLeft, bytesLeft)).pipe(
+              Effect.flatMap((rows) => {
+                visits.push({ ord: t.ord, buckets: t.buckets, rows })
+                const bytes = rows.reduce((n, r) => n + r.value.size, 0)
+                return visit(i + 1, rowsLeft - rows.length, bytesLeft - bytes)
+              })
+            )
+          )
+        }
+        yield* visit(0, rowsBudget, o.claimBytes)
+        return visits
+      })
+
+    const runTick: Effect.Effect<TickReport, StoreError> = Effect.gen(function* () {
+      const free = Math.min(o.claimLimit, o.maxInflight - inflight)
+      // Saturated: visit nothing, and leave the active-tenants gauge at the last real visit.
+      if (free <= 0 || stopping) return { visited: [], claimed: [] }
+      const now = yield* Clock.currentTimeMillis
+      const visits = yield* claim(now, free)
+      const claimed: Array<Claimed> = visits.flatMap((v) => v.rows.map((entry) => ({ entry, ref: refOf(entry) })))
+      inflight += claimed.length
+      yield* Metric.set(M.activeTenants, visits.length)
+
+      if (claimed.length > 0) {
+        const seqs = [...new Set(claimed.map((c) => c.ref.seq))]
+        const [hooks, rows] = yield* Effect.all([
+          store.multiGet("hooks", seqs.map(K.hookKey)),
+          store.multiGet("deliveries", claimed.map((c) => K.deliveryKey(c.ref.seq, c.ref.sink)))
+        ]).pipe(
+          // The rows are claimed: if the reads fail they must still be counted down (they stay ?F for recovery).
+          Effect.tapError(() => Effect.sync(() => {
+            inflight -= claimed.length
+          }))
+        )
+        const envs = new Map(seqs.map((s, i) => [s, decodeEnvelope(hooks[i])]))
+        for (let i = 0; i < claimed.length; i++) {
+          const c = claimed[i]!
+          const row = Deliveries.decodeRow(rows[i]) ?? Deliveries.freshRow(c.entry.value.size)
+          yield* FiberSet.run(calls, guarded(c, deliver(c, envs.get(c.ref.seq), row)))
+        }
+      }
+
+      // TEN-1 §5 cleanup for every tenant visited (an empty visit means a stale marker to remove).
+      for (const v of visits) {
+        const r = yield* queue.cleanupMarkers(v.ord, now, v.buckets)
+        const last = v.rows[v.rows.length - 1]
+        // Drained (or nothing due from the cursor): forget the floor. Otherwise the floor is the last
+        // claimed `at`, lowered to the tenant's first due row when a late commit landed below it.
+        if (last === undefined || r.first === undefined) cursors.delete(v.ord)
+        else cursors.set(v.ord, Math.min(last.ref.at, r.first.ref.at))
+      }
+      return { visited: visits.map((v) => v.ord), claimed: claimed.map((c) => c.entry.ref) }
+    })
+
+    const tick = ticking.withPermits(1)(Effect.uninterruptible(runTick))
+
+    const loop = Effect.gen(function* () {
+      for (;;) {
+        yield* Effect.raceFirst(Effect.sleep(Duration.millis(o.tickMs)), Q.take(wakeups))
+        const r = yield* tick.pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.logError("pipeline: tick failed", Cause.pretty(cause)).pipe(Effect.as({ visited: [], claimed: [] } as TickReport))
+          )
+        )
+        // A full tick means more is due: go again at once rather than wait a period.
+        if (r.claimed.length >= o.claimLimit) yield* Q.offer(wakeups, undefined)
+        yield* Effect.sleep(Duration.millis(MIN_TICK_GAP_MS))
+      }
+    })
+
+    const committer = yield* Effect.forkScoped(Effect.forever(commitStep))
+    const ticker = yield* Effect.forkScoped(loop)
+
+    // Shutdown (docs/delivery.md "Limits"): stop claiming, give sink calls the grace period,
+    // interrupt the rest (their rows stay ?F for boot recovery), then commit what settled.
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function* () {
+        yield* Fiber.interrupt(ticker)
+        yield* ticking.withPermits(1)(Effect.sync(() => {
+          stopping = true
+        }))
+        yield* FiberSet.awaitEmpty(calls).pipe(Effect.timeout(Duration.millis(o.graceMs)), Effect.ignore)
+        const cut = yield* FiberSet.size(calls)
+        if (cut > 0) yield* Effect.logWarning("pipeline: grace period over; rows left inflight for boot recovery", { rows: cut })
+        yield* FiberSet.clear(calls)
+        yield* FiberSet.awaitEmpty(calls)
+        yield* Fiber.interrupt(committer)
+        const rest = Chunk.toReadonlyArray(yield* Q.takeAll(outcomes))
+        for (let i = 0; i < rest.length; i += o.commitBatch) yield* commit(rest.slice(i, i + o.commitBatch))
+      })
+    )
+
+    return {
+      wake: Q.offer(wakeups, undefined).pipe(Effect.asVoid),
+      tick,
+      inflight: Effect.sync(() => inflight)
+    } satisfies PipelineShape
+  })
+
+/** Needs the Store, the Queue and an `HttpClient` (`NodeHttpClient.layerUndici` in production). */
+export const layer = (input: Input): Layer.Layer<Pipeline, never, Store | Queue | HttpClient.HttpClient> =>
+  Layer.scoped(Pipeline, make(input))
