@@ -1,0 +1,382 @@
+/**
+ * The Writer (TEN-1 §2, §11): the one fiber that batches concurrent ingest
+ * requests and commits each batch as one synced write. It owns seq
+ * assignment, hook ids, idempotency keys and tenant ordinal allocation, and
+ * the bounded tenant id → ord cache. See docs/architecture.md "The Writer".
+ */
+import { Cause, Clock, Context, Data, Deferred, Effect, Fiber, Layer, Queue } from "effect"
+import * as Dedupe from "../domain/dedupe.js"
+import * as Deliveries from "../domain/deliveries.js"
+import { DEFAULT_TENANT, encodeEnvelope } from "../domain/envelope.js"
+import * as HookId from "../domain/hook-id.js"
+import * as Keys from "../domain/keys.js"
+import { type Op, put } from "../domain/ops.js"
+import * as TenantOrds from "../domain/tenants.js"
+import { TenantLimit } from "../domain/tenants.js"
+import { Store, type StoreError, type StoreShape } from "./store.js"
+
+export interface IngestRequest {
+  /** null means "default". */
+  readonly tenantId: string | null
+  readonly sourceId: string
+  /** Sink names by fan-out position (`sink::16`). */
+  readonly sinks: ReadonlyArray<string>
+  readonly body: Uint8Array
+  readonly contentType: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly idempotencyKey: string | null
+  /** Whether the hook carries an archive obligation (`?a`). */
+  readonly archive: boolean
+}
+
+export interface IngestResult {
+  readonly id: string
+  readonly seq: number
+  /** true: an earlier hook answered for this idempotency key; nothing was queued. */
+  readonly duplicate: boolean
+}
+
+/** The request queue is full (requests or bytes): answer 503 at once rather than wait. */
+export class Overloaded extends Data.TaggedError("Overloaded")<{ readonly reason: "requests" | "bytes" }> {}
+
+/** The Writer is shutting down and takes no new requests. */
+export class WriterClosed extends Data.TaggedError("WriterClosed")<{}> {}
+
+/** A request the store cannot key (the edge validates first; this is the last fence). */
+export class InvalidIngest extends Data.TaggedError("InvalidIngest")<{ readonly reason: string }> {}
+
+export type SubmitError = TenantLimit | Overloaded | WriterClosed | InvalidIngest | StoreError
+
+export interface WriterShape {
+  /** Resolves only after the synced commit that holds the hook (or its first copy, for a duplicate). */
+  readonly submit: (req: IngestRequest) => Effect.Effect<IngestResult, SubmitError>
+  /** Requests taken by nobody yet (a gauge of back-pressure; tests use it to line up one batch). */
+  readonly queued: Effect.Effect<number>
+}
+
+export class Writer extends Context.Tag("ankusa/Writer")<Writer, WriterShape>() {}
+
+// ---------------------------------------------------------------------------
+// Options (docs/configuration.md)
+
+export interface WriterOptions {
+  /** `writer.maxBatch`: requests per commit. */
+  readonly maxBatch?: number
+  /** `writer.maxBatchBytes`: body bytes per commit (a single larger request still commits alone). */
+  readonly maxBatchBytes?: number
+  /** `writer.lingerMs`: how long a batch that is not full waits for more requests. */
+  readonly lingerMs?: number
+  /** `writer.queueCapacity`: requests waiting for the Writer; past it, `Overloaded`. */
+  readonly queueCapacity?: number
+  /** `writer.queueBytes`: body bytes waiting for the Writer; past it, `Overloaded`. */
+  readonly queueBytes?: number
+  /** `tenants.max` (TEN-1 §2). */
+  readonly tenantsMax?: number
+  /** `dedupe.windowMs`: how long an idempotency key answers with the first hook. */
+  readonly dedupeWindowMs?: number
+  /** Tenant cache entries (TEN-1 §2 fixes 65,536; smaller only in tests). */
+  readonly tenantCacheEntries?: number
+}
+
+const MiB = 1024 * 1024
+
+export const Defaults = {
+  maxBatch: 256,
+  maxBatchBytes: 16 * MiB,
+  lingerMs: 0,
+  queueCapacity: 4096,
+  queueBytes: 64 * MiB,
+  tenantsMax: TenantOrds.DEFAULT_MAX_TENANTS,
+  dedupeWindowMs: Dedupe.DEFAULT_WINDOW_MS,
+  tenantCacheEntries: TenantOrds.CACHE_ENTRIES
+} as const satisfies Required<WriterOptions>
+
+/** Inclusive ranges, checked when the layer is built. */
+export const Ranges: Readonly<Record<keyof WriterOptions, readonly [number, number]>> = {
+  maxBatch: [1, 4096],
+  maxBatchBytes: [1, 256 * MiB],
+  lingerMs: [0, 100],
+  queueCapacity: [1, 1_048_576],
+  queueBytes: [1, 4096 * MiB],
+  tenantsMax: [1, TenantOrds.MAX_TENANTS_LIMIT],
+  dedupeWindowMs: [1000, 30 * 24 * 60 * 60 * 1000],
+  tenantCacheEntries: [1, TenantOrds.CACHE_ENTRIES]
+}
+
+const resolveOptions = (o: WriterOptions): Effect.Effect<Required<WriterOptions>> =>
+  Effect.suspend(() => {
+    const out = { ...Defaults, ...o } as Required<WriterOptions>
+    for (const [key, [lo, hi]] of Object.entries(Ranges) as Array<[keyof WriterOptions, readonly [number, number]]>) {
+      const v = out[key]
+      if (!Number.isInteger(v) || v < lo || v > hi) return Effect.dieMessage(`writer option ${key} = ${v} is outside ${lo}..${hi}`)
+    }
+    return Effect.succeed(out)
+  })
+
+// ---------------------------------------------------------------------------
+
+interface Item {
+  readonly req: IngestRequest
+  readonly done: Deferred.Deferred<IngestResult, SubmitError>
+  readonly bytes: number
+}
+
+/** The requests of a batch that share one hook: the first, and later ones with its idempotency key. */
+interface Owner {
+  readonly items: Array<Item>
+  readonly req: IngestRequest
+  readonly tenant: string
+}
+
+const MAX_SINKS = 0x1_0000
+
+const invalidity = (req: IngestRequest): string | undefined => {
+  if (req.tenantId !== null && !TenantOrds.validTenantId(req.tenantId)) return "tenant id"
+  if (req.sinks.length > MAX_SINKS) return `more than ${MAX_SINKS} sinks`
+  if (req.idempotencyKey !== null && !Dedupe.validKey(req.idempotencyKey)) return "idempotency key"
+  return undefined
+}
+
+const latin1 = (b: Uint8Array) => Keys.asBuffer(b).toString("latin1")
+
+/** Where seqs and ordinals continue: the persisted counters, never below the highest hook (a store written before `m:next_seq`). */
+const loadState = (store: StoreShape) =>
+  Effect.gen(function* () {
+    const format = yield* store.format
+    if (format !== 3) return yield* Effect.dieMessage(`the Writer needs a format 3 store; this one is format ${format} (migrate first)`)
+    const [seqV, ordV, nodeV] = yield* store.multiGet("default", [Keys.Meta.nextSeq, Keys.Meta.nextOrd, Keys.Meta.nodeId])
+    const lastHook = yield* store.first("hooks", Keys.familyDataRange(Keys.Families.hooks), { reverse: true })
+    const nextSeq = Math.max(seqV === undefined ? 1 : Keys.decodeU64(seqV), lastHook === undefined ? 1 : Keys.decodeHookKey(lastHook.key) + 1)
+    let node = nodeV
+    if (node === undefined) {
+      node = HookId.freshNodeId()
+      yield* store.write([put("default", Keys.Meta.nodeId, node)], { sync: true })
+    }
+    return { nextSeq, nextOrd: TenantOrds.nextOrdOf(ordV), node: HookId.nodeHex(node) }
+  })
+
+export const make = (options: WriterOptions = {}) =>
+  Effect.gen(function* () {
+    const o = yield* resolveOptions(options)
+    const store = yield* Store
+    // Advanced only after a commit succeeds: a failed commit allocates nothing.
+    const state = yield* loadState(store)
+    // TEN-1 §2: tenant id → ord, written only here and only after a commit; cleared whole when full.
+    const cache = new Map<string, number>()
+    const queue = yield* Queue.dropping<Item>(o.queueCapacity)
+    let queuedBytes = 0
+    let carry: Array<Item> = []
+    let closing = false
+
+    const took = (items: Iterable<Item>) => {
+      for (const it of items) queuedBytes -= it.bytes
+    }
+
+    const fail = (items: ReadonlyArray<Item>, e: SubmitError) => Effect.forEach(items, (it) => Deferred.fail(it.done, e), { discard: true })
+    const succeed = (items: ReadonlyArray<Item>, r: IngestResult) => Effect.forEach(items, (it) => Deferred.succeed(it.done, r), { discard: true })
+
+    const commit = (items: ReadonlyArray<Item>): Effect.Effect<void, StoreError> =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+
+        // Idempotency: requests sharing (tenant, key) in this batch share one hook;
+        // one multi-get of the batch's keys finds earlier hooks.
+        const owners: Array<Owner> = []
+        const keyed = new Map<string, { readonly owner: Owner; readonly key: Uint8Array }>()
+        for (const it of items) {
+          const tenant = it.req.tenantId ?? DEFAULT_TENANT
+          if (it.req.idempotencyKey === null) {
+            owners.push({ items: [it], req: it.req, tenant })
+            continue
+          }
+          const key = Keys.dedupeKey(tenant, it.req.idempotencyKey)
+          const seen = keyed.get(latin1(key))
+          if (seen !== undefined) {
+            seen.owner.items.push(it)
+            continue
+          }
+          const owner: Owner = { items: [it], req: it.req, tenant }
+          owners.push(owner)
+          keyed.set(latin1(key), { owner, key })
+        }
+        const duplicates = new Set<Owner>()
+        if (keyed.size > 0) {
+          const entries = [...keyed.values()]
+          const found = yield* store.multiGet("index", entries.map((e) => e.key))
+          for (let i = 0; i < entries.length; i++) {
+            const first = Dedupe.live(found[i], now)
+            if (first === undefined) continue
+            duplicates.add(entries[i]!.owner)
+            yield* succeed(entries[i]!.owner.items, { id: first.id, seq: first.seq, duplicate: true })
+          }
+        }
+        const fresh = owners.filter((w) => !duplicates.has(w))
+
+        // TEN-1 §2: the batch's distinct tenants; a miss is one multi-get of `?n`.
+        const ords = new Map<string, number>()
+        const uncached: Array<string> = []
+        for (const w of fresh) {
+          if (ords.has(w.tenant) || uncached.includes(w.tenant)) continue
+          const hit = cache.get(w.tenant)
+          if (hit !== undefined) ords.set(w.tenant, hit)
+          else uncached.push(w.tenant)
+        }
+        let nextOrd = state.nextOrd
+        const allocations: Array<Op> = []
+        if (uncached.length > 0) {
+          const found = yield* store.multiGet("tenants", uncached.map(Keys.tenantOrdKey))
+          uncached.forEach((tenant, i) => {
+            const v = found[i]
+            if (v !== undefined) ords.set(tenant, Keys.decodeU32(v))
+            // New tenants in first-sight order; past the cap they get nothing (an existing one is never refused).
+            else if (nextOrd <= o.tenantsMax) {
+              ords.set(tenant, nextOrd)
+              allocations.push(...TenantOrds.allocate(tenant, nextOrd))
+              nextOrd++
+            }
+          })
+        }
+
+        let nextSeq = state.nextSeq
+        const transitions: Array<Deliveries.Transition> = []
+        const extra: Array<Op> = []
+        const answers: Array<[Owner, IngestResult]> = []
+        for (const w of fresh) {
+          const ord = ords.get(w.tenant)
+          if (ord === undefined) {
+            yield* fail(w.items, new TenantLimit({ max: o.tenantsMax }))
+            continue
+          }
+          const seq = nextSeq++
+          const id = HookId.make(state.node, seq)
+          const { req } = w
+          const envelope = encodeEnvelope({
+            id,
+            tenantId: req.tenantId,
+            sourceId: req.sourceId,
+            receivedAt: now,
+            contentType: req.contentType,
+            headers: req.headers,
+            sinks: req.sinks,
+            idempotencyKey: req.idempotencyKey,
+            body: req.body
+          })
+          transitions.push(Deliveries.ingest({ seq, ord, envelope, sinkCount: req.sinks.length, at: now, archive: req.archive }))
+          if (req.idempotencyKey !== null) {
+            extra.push(...Dedupe.record(w.tenant, req.idempotencyKey, { seq, id, expiresAt: now + o.dedupeWindowMs }))
+          }
+          answers.push([w, { id, seq, duplicate: false }])
+        }
+        if (transitions.length === 0) return
+
+        extra.push(...allocations)
+        if (nextOrd !== state.nextOrd) extra.push(TenantOrds.nextOrdOp(nextOrd))
+        // Persisted in every batch, so a seq is never reused even after its hook is reclaimed.
+        extra.push(put("default", Keys.Meta.nextSeq, Keys.encodeU64(nextSeq)))
+        yield* store.write(Deliveries.batch(transitions, extra), { sync: true })
+
+        state.nextSeq = nextSeq
+        state.nextOrd = nextOrd
+        for (const [tenant, ord] of ords) {
+          if (cache.size >= o.tenantCacheEntries && !cache.has(tenant)) cache.clear()
+          cache.set(tenant, ord)
+        }
+        for (const [w, r] of answers) {
+          yield* succeed(w.items.slice(0, 1), r)
+          // Later copies in the same batch answer as duplicates of the first.
+          yield* succeed(w.items.slice(1), { ...r, duplicate: true })
+        }
+      })
+
+    // Every request of the batch gets an answer: a failed commit fails them all (completed ones stay completed).
+    const run = (items: ReadonlyArray<Item>) =>
+      commit(items).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.logError("writer: batch failed", Cause.pretty(cause)).pipe(
+            Effect.zipRight(Effect.forEach(items, (it) => Deferred.failCause(it.done, cause), { discard: true }))
+          )
+        )
+      )
+
+    /** The longest prefix within `maxBatchBytes` (at least one request); the rest waits for the next batch. */
+    const split = (items: Array<Item>): Array<Item> => {
+      let bytes = 0
+      let n = 0
+      while (n < items.length && (n === 0 || bytes + items[n]!.bytes <= o.maxBatchBytes)) bytes += items[n++]!.bytes
+      carry = items.slice(n)
+      return items.slice(0, n)
+    }
+
+    const fill = (items: Array<Item>) =>
+      Queue.takeUpTo(queue, o.maxBatch - items.length).pipe(
+        Effect.map((more) => {
+          took(more)
+          for (const it of more) items.push(it)
+        })
+      )
+
+    // Only the wait for a first request is interruptible: a batch once taken is committed and answered.
+    const step = Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function* () {
+        let items: Array<Item>
+        if (carry.length > 0) {
+          items = carry
+          carry = []
+        } else {
+          const first = yield* restore(Queue.take(queue))
+          took([first])
+          items = [first]
+        }
+        if (items.length < o.maxBatch) yield* fill(items)
+        if (o.lingerMs > 0 && items.length < o.maxBatch) {
+          yield* Effect.sleep(o.lingerMs)
+          yield* fill(items)
+        }
+        yield* run(split(items))
+      })
+    )
+
+    const fiber = yield* Effect.forkScoped(Effect.forever(step))
+
+    // Shutdown: refuse new requests, let the current batch finish, then commit what is queued.
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function* () {
+        closing = true
+        yield* Fiber.interrupt(fiber)
+        const queued = yield* Queue.takeAll(queue)
+        took(queued)
+        let rest = [...carry, ...queued]
+        carry = []
+        while (rest.length > 0) {
+          const batch = split(rest.slice(0, o.maxBatch))
+          rest = [...carry, ...rest.slice(o.maxBatch)]
+          carry = []
+          yield* run(batch)
+        }
+        yield* Queue.shutdown(queue)
+      })
+    )
+
+    const submit = (req: IngestRequest): Effect.Effect<IngestResult, SubmitError> =>
+      Effect.flatMap(Deferred.make<IngestResult, SubmitError>(), (done) =>
+        Effect.suspend(() => {
+          if (closing) return Effect.fail(new WriterClosed())
+          const bad = invalidity(req)
+          if (bad !== undefined) return Effect.fail(new InvalidIngest({ reason: bad }))
+          const bytes = req.body.length
+          // A request larger than the byte bound still goes through an empty queue.
+          if (queuedBytes > 0 && queuedBytes + bytes > o.queueBytes) return Effect.fail(new Overloaded({ reason: "bytes" }))
+          // Synchronous check-and-offer: nothing slips in between `closing` and the queue.
+          if (!Queue.unsafeOffer(queue, { req, done, bytes })) return Effect.fail(new Overloaded({ reason: "requests" }))
+          queuedBytes += bytes
+          return Deferred.await(done)
+        })
+      )
+
+    const queued = Effect.map(Queue.size(queue), (n) => Math.max(0, n) + carry.length)
+
+    return { submit, queued } satisfies WriterShape
+  })
+
+/** The Writer over the `Store`; closing its scope drains the queue (see `make`). */
+export const layer = (options: WriterOptions = {}): Layer.Layer<Writer, StoreError, Store> => Layer.scoped(Writer, make(options))

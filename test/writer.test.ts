@@ -1,0 +1,471 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Either, Exit, Fiber, Layer, Scope, TestClock } from "effect"
+import * as Counters from "../src/domain/counters.js"
+import * as Deliveries from "../src/domain/deliveries.js"
+import * as HookId from "../src/domain/hook-id.js"
+import * as Keys from "../src/domain/keys.js"
+import { TenantLimit } from "../src/domain/tenants.js"
+import { layerMemory, MemoryDb } from "../src/layers/store-memory.js"
+import { Store, type StoreShape } from "../src/layers/store.js"
+import { layer as tenantsLayer, Tenants } from "../src/layers/tenants.js"
+import { type IngestRequest, type IngestResult, layer as writerLayer, type SubmitError, Writer, type WriterOptions } from "../src/layers/writer.js"
+
+const req = (tenantId: string | null, o: Partial<IngestRequest> = {}): IngestRequest => ({
+  tenantId,
+  sourceId: "src",
+  sinks: ["s0"],
+  body: Buffer.from(`{"t":${JSON.stringify(tenantId)}}`),
+  contentType: "application/json",
+  headers: {},
+  idempotencyKey: null,
+  archive: false,
+  ...o
+})
+
+/** A store wrapper that counts commits and can hold the Writer just after one commit, before it answers. */
+class Probe {
+  writes = 0
+  held = false
+  hold: Deferred.Deferred<void> | undefined
+  readonly layer = Layer.effect(
+    Store,
+    Effect.map(
+      Store,
+      (s): StoreShape => ({
+        ...s,
+        write: (batch, opts) =>
+          Effect.suspend(() => {
+            this.writes++
+            return s.write(batch, opts)
+          }).pipe(
+            Effect.zipRight(
+              Effect.suspend(() => {
+                const h = this.hold
+                if (h === undefined) return Effect.void
+                this.hold = undefined
+                this.held = true
+                return Deferred.await(h).pipe(Effect.ensuring(Effect.sync(() => (this.held = false))))
+              })
+            )
+          )
+      })
+    )
+  )
+}
+
+type StoreLayer = Layer.Layer<Store, unknown>
+
+interface Backend {
+  readonly name: string
+  /** A fresh handle on the same data each call (a "restart"). */
+  readonly open: () => StoreLayer
+}
+
+const memoryBackend = (): Backend => {
+  const db = new MemoryDb()
+  return { name: "memory", open: () => layerMemory({ db }) }
+}
+
+const stack = (store: StoreLayer, probe: Probe, opts: WriterOptions = {}) =>
+  Layer.mergeAll(writerLayer(opts), tenantsLayer).pipe(Layer.provideMerge(probe.layer.pipe(Layer.provide(store))))
+
+const waitUntil = (cond: Effect.Effect<boolean>) =>
+  Effect.gen(function* () {
+    while (!(yield* cond)) yield* Effect.sleep(1)
+  })
+
+/**
+ * Commit `reqs` as ONE batch, queued in order: hold the Writer right after it
+ * commits `lead`, queue every request, then release it.
+ */
+const oneBatch = (
+  probe: Probe,
+  lead: IngestRequest,
+  reqs: ReadonlyArray<IngestRequest>,
+  beforeRelease: Effect.Effect<void> = Effect.void
+) =>
+  Effect.gen(function* () {
+    const writer = yield* Writer
+    const hold = yield* Deferred.make<void>()
+    probe.hold = hold
+    const leadFiber = yield* Effect.fork(writer.submit(lead))
+    yield* waitUntil(Effect.sync(() => probe.held))
+    const fibers: Array<Fiber.RuntimeFiber<Either.Either<IngestResult, SubmitError>>> = []
+    for (const r of reqs) {
+      fibers.push(yield* Effect.fork(Effect.either(writer.submit(r))))
+      yield* waitUntil(Effect.map(writer.queued, (n) => n === fibers.length))
+    }
+    yield* beforeRelease
+    const before = probe.writes
+    yield* Deferred.succeed(hold, undefined)
+    const leadResult = yield* Fiber.join(leadFiber)
+    const results = yield* Effect.forEach(fibers, Fiber.join)
+    return { lead: leadResult, results, commits: probe.writes - before }
+  })
+
+const LIMIT = { limit: 1_000_000 }
+
+/** ?n as tenant → ord and ?t as ord → tenant. */
+const tenantTables = Effect.gen(function* () {
+  const store = yield* Store
+  const n = yield* store.scan("tenants", Keys.familyDataRange(Keys.Families.tenant_ords), LIMIT)
+  const t = yield* store.scan("tenants", Keys.familyDataRange(Keys.Families.tenants), LIMIT)
+  return {
+    byName: new Map(n.map((e) => [Keys.decodeTenantOrdKey(e.key), Keys.decodeU32(e.value)] as const)),
+    byOrd: new Map(t.map((e) => [Keys.decodeTenantKey(e.key), Keys.asBuffer(e.value).toString("utf8")] as const))
+  }
+})
+
+const meta = Effect.gen(function* () {
+  const store = yield* Store
+  const [seq, ord] = yield* store.multiGet("default", [Keys.Meta.nextSeq, Keys.Meta.nextOrd])
+  return { nextSeq: seq === undefined ? undefined : Keys.decodeU64(seq), nextOrd: ord === undefined ? undefined : Keys.decodeU32(ord) }
+})
+
+const countersOf = (ord: number) =>
+  Effect.flatMap(Store, (s) => s.getCounters("counters", Counters.keysOf(ord))).pipe(Effect.map(Counters.fromTotals))
+
+const dueSeqs = (ord: number) =>
+  Effect.flatMap(Store, (s) => s.scan("index", Deliveries.tenantDueRange(ord), LIMIT)).pipe(
+    Effect.map((rows) => new Set(rows.map((e) => Keys.decodeDueKey(e.key).seq)))
+  )
+
+const hookCount = Effect.flatMap(Store, (s) => s.scan("hooks", Keys.familyDataRange(Keys.Families.hooks), LIMIT)).pipe(
+  Effect.map((rows) => rows.length)
+)
+
+const nameOf = (t: string | null) => t ?? "default"
+
+/** ?n and ?t are mirror images, ords dense from 1, and the Tenants service agrees. */
+const expectConsistentTenants = (expected: ReadonlySet<string>) =>
+  Effect.gen(function* () {
+    const { byName, byOrd } = yield* tenantTables
+    const tenants = yield* Tenants
+    expect(new Set(byName.keys())).toEqual(expected)
+    expect([...byName.values()].sort((a, b) => a - b)).toEqual(Array.from({ length: expected.size }, (_, i) => i + 1))
+    expect(byOrd.size).toBe(byName.size)
+    for (const [name, ord] of byName) {
+      expect(byOrd.get(ord)).toBe(name)
+      expect(yield* tenants.ord(name)).toBe(ord)
+      expect(yield* tenants.name(ord)).toBe(name)
+    }
+    expect(yield* tenants.count).toBe(expected.size)
+    expect((yield* meta).nextOrd).toBe(expected.size + 1)
+    return byName
+  })
+
+const ordinalCase = (backend: Backend) =>
+  Effect.gen(function* () {
+    // Phase 1: many concurrent submits over overlapping tenants, small batches.
+    const phase1 = Array.from({ length: 400 }, (_, i) => req(i % 7 === 0 ? null : `t${i % 23}`))
+    const first = yield* Effect.gen(function* () {
+      const writer = yield* Writer
+      const results = yield* Effect.forEach(phase1, (r) => writer.submit(r), { concurrency: "unbounded" })
+      const names = new Set(phase1.map((r) => nameOf(r.tenantId)))
+      const byName = yield* expectConsistentTenants(names)
+      // Every hook sits under its own tenant's ordinal.
+      for (const name of names) {
+        const seqs = new Set(results.filter((_, i) => nameOf(phase1[i]!.tenantId) === name).map((r) => r.seq))
+        expect(yield* dueSeqs(byName.get(name)!)).toEqual(seqs)
+      }
+      // First-sight order: a tenant's ordinal order is the order of its first committed hook.
+      const firstSeq = (name: string) => Math.min(...results.filter((_, i) => nameOf(phase1[i]!.tenantId) === name).map((r) => r.seq))
+      const byFirstSight = [...names].sort((a, b) => firstSeq(a) - firstSeq(b))
+      expect(byFirstSight.map((n) => byName.get(n))).toEqual(byFirstSight.map((_, i) => i + 1))
+      expect(new Set(results.map((r) => r.seq)).size).toBe(results.length)
+      return { byName, maxSeq: Math.max(...results.map((r) => r.seq)) }
+    }).pipe(Effect.provide(stack(backend.open(), new Probe(), { maxBatch: 16 })))
+
+    // Phase 2: restart on the same store; old and new tenants concurrently.
+    const fresh = Array.from({ length: 10 }, (_, i) => `u${i}`)
+    const phase2 = Array.from({ length: 200 }, (_, i) => req(i % 2 === 0 ? fresh[(i / 2) % 10]! : `t${i % 23}`))
+    yield* Effect.gen(function* () {
+      const writer = yield* Writer
+      const results = yield* Effect.forEach(phase2, (r) => writer.submit(r), { concurrency: "unbounded" })
+      const names = new Set([...first.byName.keys(), ...fresh])
+      const byName = yield* expectConsistentTenants(names)
+      for (const [name, ord] of first.byName) expect(byName.get(name)).toBe(ord)
+      const k = first.byName.size
+      expect(fresh.map((n) => byName.get(n)!).sort((a, b) => a - b)).toEqual(fresh.map((_, i) => k + 1 + i))
+      // Seqs are never reused across a restart either.
+      expect(Math.min(...results.map((r) => r.seq))).toBeGreaterThan(first.maxSeq)
+    }).pipe(Effect.provide(stack(backend.open(), new Probe(), { maxBatch: 16 })))
+  })
+
+const isTenantLimit = (e: Either.Either<IngestResult, SubmitError>, max: number) =>
+  Either.isLeft(e) && e.left instanceof TenantLimit && e.left.max === max
+
+describe("Writer", () => {
+  it.live("tenant ordinal is assigned once and never reused", () => ordinalCase(memoryBackend()))
+
+  it.live("tenants.max refuses a new tenant with tenant_limit and an existing tenant is never refused at the cap", () =>
+    Effect.gen(function* () {
+      const db = new MemoryDb()
+      const probe = new Probe()
+      const run = <A, E>(eff: Effect.Effect<A, E, Writer | Tenants | Store>) =>
+        eff.pipe(Effect.provide(stack(layerMemory({ db }), probe, { tenantsMax: 2 })))
+      yield* run(
+        Effect.gen(function* () {
+          const writer = yield* Writer
+          yield* writer.submit(req("a"))
+          // One batch: b takes the last ordinal; c and default would be the third tenant.
+          const one = yield* oneBatch(probe, req("a"), [req("a"), req("b"), req("c"), req(null), req("b")])
+          expect(one.commits).toBe(1)
+          const [a, b, c, dflt, b2] = one.results
+          expect(Either.isRight(a!) && Either.isRight(b!) && Either.isRight(b2!)).toBe(true)
+          expect(isTenantLimit(c!, 2)).toBe(true)
+          expect(isTenantLimit(dflt!, 2)).toBe(true)
+          yield* expectConsistentTenants(new Set(["a", "b"]))
+          // Existing tenants keep working at the cap; the refused one stays refused.
+          const again = yield* oneBatch(probe, req("b"), [req("c"), req("a"), req("b")])
+          expect(again.commits).toBe(1)
+          expect(isTenantLimit(again.results[0]!, 2)).toBe(true)
+          expect(again.results.slice(1).every(Either.isRight)).toBe(true)
+          // Nothing was queued for a refused request: one hook per accepted request.
+          // The first submit and the two lead requests, plus each batch's accepted ones.
+          const accepted = 3 + one.results.filter(Either.isRight).length + again.results.filter(Either.isRight).length
+          expect(yield* hookCount).toBe(accepted)
+          expect((yield* countersOf(Counters.AGGREGATE)).pending).toBe(accepted)
+        })
+      )
+      // After a restart (cold cache) an existing tenant is still accepted at the cap.
+      yield* run(
+        Effect.gen(function* () {
+          const writer = yield* Writer
+          expect((yield* writer.submit(req("b"))).duplicate).toBe(false)
+          expect(isTenantLimit(yield* Effect.either(writer.submit(req("d"))), 2)).toBe(true)
+          yield* expectConsistentTenants(new Set(["a", "b"]))
+        })
+      )
+    })
+  )
+
+  it.live("a failed commit fails every request of the batch and allocates nothing", () =>
+    Effect.gen(function* () {
+      const db = new MemoryDb()
+      const probe = new Probe()
+      yield* Effect.gen(function* () {
+        const writer = yield* Writer
+        const store = yield* Store
+        yield* writer.submit(req("a"))
+        const batch = [req("n1"), req("n2", { idempotencyKey: "k" }), req("a"), req("n1")]
+        const failed = yield* oneBatch(probe, req("a"), batch, Effect.sync(() => (db.failNextWrite = 1)))
+        expect(failed.commits).toBe(1)
+        expect(failed.results.every((r) => Either.isLeft(r) && r.left._tag === "StoreError")).toBe(true)
+        // Nothing allocated: no ordinal, no seq, no dedupe key, no counts.
+        yield* expectConsistentTenants(new Set(["a"]))
+        expect(yield* meta).toEqual({ nextSeq: failed.lead.seq + 1, nextOrd: 2 })
+        expect(yield* store.get("index", Keys.dedupeKey("n2", "k"))).toBeUndefined()
+        expect((yield* countersOf(Counters.AGGREGATE)).pending).toBe(2)
+        // The next batches work, continue where the last commit left off, and found the cache unwritten.
+        yield* store.resetStats
+        const n2 = yield* writer.submit(req("n2", { idempotencyKey: "k" }))
+        const n1 = yield* writer.submit(req("n1"))
+        expect((yield* store.stats).pointReads["tenant_ords"]).toBe(2)
+        expect([n2.seq, n1.seq]).toEqual([failed.lead.seq + 1, failed.lead.seq + 2])
+        expect(n2.duplicate).toBe(false)
+        const byName = yield* expectConsistentTenants(new Set(["a", "n1", "n2"]))
+        expect([byName.get("n2"), byName.get("n1")]).toEqual([2, 3])
+        expect((yield* countersOf(Counters.AGGREGATE)).pending).toBe(4)
+      }).pipe(Effect.provide(stack(layerMemory({ db }), probe)))
+    })
+  )
+
+  it.live("counters after ingest equal the expected pending, bytes and archive_pending per tenant", () =>
+    Effect.gen(function* () {
+      const writer = yield* Writer
+      const store = yield* Store
+      const tenants = yield* Tenants
+      const reqs = Array.from({ length: 90 }, (_, i) =>
+        req(i % 5 === 0 ? null : `c${i % 4}`, {
+          sinks: Array.from({ length: i % 4 }, (_, s) => `s${s}`),
+          body: Buffer.alloc(1 + ((i * 37) % 300), i),
+          archive: i % 3 === 0
+        })
+      )
+      const results = yield* Effect.forEach(reqs, (r) => writer.submit(r), { concurrency: "unbounded" })
+      const expected = new Map<string, Counters.TenantCounters>()
+      const total = { ...Counters.zero }
+      for (let i = 0; i < reqs.length; i++) {
+        const r = reqs[i]!
+        // bytes counts the stored envelope once per delivery row (TEN-1 §4).
+        const size = (yield* store.get("hooks", Keys.hookKey(results[i]!.seq)))!.length
+        const name = nameOf(r.tenantId)
+        const cur = { ...(expected.get(name) ?? Counters.zero) }
+        cur.pending += r.sinks.length
+        cur.bytes += r.sinks.length * size
+        cur.archive_pending += r.archive ? 1 : 0
+        expected.set(name, cur)
+        total.pending += r.sinks.length
+        total.bytes += r.sinks.length * size
+        total.archive_pending += r.archive ? 1 : 0
+      }
+      for (const [name, want] of expected) expect(yield* countersOf(yield* tenants.ord(name))).toEqual(want)
+      expect(yield* countersOf(Counters.AGGREGATE)).toEqual(total)
+    }).pipe(Effect.provide(stack(layerMemory(), new Probe(), { maxBatch: 8 })))
+  )
+
+  it.live("a duplicate idempotency key answers the first id and queues nothing", () => {
+    const probe = new Probe()
+    return Effect.gen(function* () {
+      const writer = yield* Writer
+      // In one batch: the second copy answers with the first; another tenant's same key is its own.
+      const one = yield* oneBatch(probe, req("a"), [
+        req("a", { idempotencyKey: "k1" }),
+        req("a", { idempotencyKey: "k1" }),
+        req("b", { idempotencyKey: "k1" }),
+        req(null, { idempotencyKey: "k2" }),
+        req("default", { idempotencyKey: "k2" })
+      ])
+      expect(one.commits).toBe(1)
+      const [a1, a2, b1, d1, d2] = one.results.map((r) => Either.getOrThrow(r))
+      expect(a1!.duplicate).toBe(false)
+      expect(a2).toEqual({ id: a1!.id, seq: a1!.seq, duplicate: true })
+      expect(b1!.duplicate).toBe(false)
+      expect(b1!.seq).not.toBe(a1!.seq)
+      expect(d2).toEqual({ id: d1!.id, seq: d1!.seq, duplicate: true })
+      const hooks = yield* hookCount
+      const pendingA = (yield* countersOf(yield* (yield* Tenants).ord("a"))).pending
+      // Across batches: the first answer, no commit, nothing queued.
+      const writes = probe.writes
+      const again = yield* Effect.forEach([req("a", { idempotencyKey: "k1" }), req(null, { idempotencyKey: "k2" })], (r) => writer.submit(r))
+      expect(again).toEqual([
+        { id: a1!.id, seq: a1!.seq, duplicate: true },
+        { id: d1!.id, seq: d1!.seq, duplicate: true }
+      ])
+      expect(probe.writes).toBe(writes)
+      expect(yield* hookCount).toBe(hooks)
+      expect((yield* countersOf(yield* (yield* Tenants).ord("a"))).pending).toBe(pendingA)
+    }).pipe(Effect.provide(stack(layerMemory(), probe)))
+  })
+
+  it.effect("an idempotency key answers with the first hook only within its window", () =>
+    Effect.gen(function* () {
+      const writer = yield* Writer
+      const k = req("a", { idempotencyKey: "k" })
+      const first = yield* writer.submit(k)
+      yield* TestClock.adjust(999)
+      expect(yield* writer.submit(k)).toEqual({ ...first, duplicate: true })
+      yield* TestClock.adjust(1)
+      const second = yield* writer.submit(k)
+      expect(second.duplicate).toBe(false)
+      expect(second.seq).toBeGreaterThan(first.seq)
+      expect(yield* writer.submit(k)).toEqual({ ...second, duplicate: true })
+    }).pipe(Effect.provide(stack(layerMemory(), new Probe(), { dedupeWindowMs: 1000 })))
+  )
+
+  it.live("a full queue answers Overloaded at once and the queued requests still commit", () => {
+    const probe = new Probe()
+    return Effect.gen(function* () {
+      const writer = yield* Writer
+      const hold = yield* Deferred.make<void>()
+      probe.hold = hold
+      const lead = yield* Effect.fork(writer.submit(req("a")))
+      yield* waitUntil(Effect.sync(() => probe.held))
+      const queued = yield* Effect.forEach([req("a"), req("b")], (r) => Effect.fork(writer.submit(r)))
+      yield* waitUntil(Effect.map(writer.queued, (n) => n === 2))
+      // By count: the third waiting request is refused without waiting.
+      const refused = yield* Effect.either(writer.submit(req("c")))
+      expect(Either.isLeft(refused) && refused.left._tag === "Overloaded" && refused.left.reason === "requests").toBe(true)
+      yield* Deferred.succeed(hold, undefined)
+      yield* Fiber.join(lead)
+      for (const f of queued) expect((yield* Fiber.join(f)).duplicate).toBe(false)
+      expect(yield* writer.queued).toBe(0)
+      expect(yield* Effect.flip((yield* Tenants).ord("c"))).toMatchObject({ _tag: "TenantNotFound" })
+    }).pipe(Effect.provide(stack(layerMemory(), probe, { queueCapacity: 2 })))
+  })
+
+  it.live("the queue's byte bound answers Overloaded and an empty queue still takes a large request", () => {
+    const probe = new Probe()
+    return Effect.gen(function* () {
+      const writer = yield* Writer
+      const hold = yield* Deferred.make<void>()
+      probe.hold = hold
+      const lead = yield* Effect.fork(writer.submit(req("a")))
+      yield* waitUntil(Effect.sync(() => probe.held))
+      const big = yield* Effect.fork(writer.submit(req("a", { body: Buffer.alloc(64) })))
+      yield* waitUntil(Effect.map(writer.queued, (n) => n === 1))
+      const refused = yield* Effect.either(writer.submit(req("a", { body: Buffer.alloc(1) })))
+      expect(Either.isLeft(refused) && refused.left._tag === "Overloaded" && refused.left.reason === "bytes").toBe(true)
+      yield* Deferred.succeed(hold, undefined)
+      yield* Fiber.join(lead)
+      expect((yield* Fiber.join(big)).duplicate).toBe(false)
+      // The bound is released as requests are taken.
+      expect((yield* writer.submit(req("a", { body: Buffer.alloc(32) }))).duplicate).toBe(false)
+    }).pipe(Effect.provide(stack(layerMemory(), probe, { queueBytes: 32 })))
+  })
+
+  it.live("shutdown commits the queued requests and refuses new ones", () =>
+    Effect.gen(function* () {
+      const db = new MemoryDb()
+      const probe = new Probe()
+      const scope = yield* Scope.make()
+      const ctx = yield* Layer.buildWithScope(stack(layerMemory({ db }), probe), scope)
+      const writer = ctx.unsafeMap.get(Writer.key) as Writer["Type"]
+      const hold = yield* Deferred.make<void>()
+      probe.hold = hold
+      const lead = yield* Effect.fork(writer.submit(req("a")))
+      yield* waitUntil(Effect.sync(() => probe.held))
+      const queued = yield* Effect.forEach(["a", "b", "c"], (t) => Effect.fork(writer.submit(req(t))))
+      yield* waitUntil(Effect.map(writer.queued, (n) => n === 3))
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      yield* Effect.sleep(5)
+      const late = yield* Effect.either(writer.submit(req("d")))
+      expect(Either.isLeft(late) && late.left._tag === "WriterClosed").toBe(true)
+      yield* Deferred.succeed(hold, undefined)
+      yield* Fiber.join(closing)
+      const seqs = [(yield* Fiber.join(lead)).seq, ...(yield* Effect.forEach(queued, (f) => Effect.map(Fiber.join(f), (r) => r.seq)))]
+      // After a restart every answered hook is there.
+      yield* Effect.gen(function* () {
+        const store = yield* Store
+        for (const seq of seqs) expect(yield* store.get("hooks", Keys.hookKey(seq))).toBeDefined()
+        yield* expectConsistentTenants(new Set(["a", "b", "c"]))
+      }).pipe(Effect.provide(stack(layerMemory({ db }), new Probe())))
+    })
+  )
+
+  it.live("the tenant cache is bounded, cleared whole when full, and a hit reads nothing", () =>
+    Effect.gen(function* () {
+      const writer = yield* Writer
+      const store = yield* Store
+      const misses = (t: string) =>
+        Effect.gen(function* () {
+          yield* store.resetStats
+          yield* writer.submit(req(t))
+          return (yield* store.stats).pointReads["tenant_ords"] ?? 0
+        })
+      expect(yield* misses("t1")).toBe(1)
+      expect(yield* misses("t1")).toBe(0)
+      expect(yield* misses("t2")).toBe(1)
+      // Full at 2: t3 clears the cache whole, so t1 misses again and t3 hits.
+      expect(yield* misses("t3")).toBe(1)
+      expect(yield* misses("t1")).toBe(1)
+      expect(yield* misses("t1")).toBe(0)
+      yield* expectConsistentTenants(new Set(["t1", "t2", "t3"]))
+    }).pipe(Effect.provide(stack(layerMemory(), new Probe(), { tenantCacheEntries: 2 })))
+  )
+
+  it.live("hook ids carry the node and the seq, and the node id survives a restart", () =>
+    Effect.gen(function* () {
+      const db = new MemoryDb()
+      const submit = (t: string) => Effect.flatMap(Writer, (w) => w.submit(req(t))).pipe(Effect.provide(stack(layerMemory({ db }), new Probe())))
+      const a = yield* submit("a")
+      const b = yield* submit("b")
+      expect(HookId.parse(a.id)?.seq).toBe(a.seq)
+      expect(HookId.parse(b.id)).toEqual({ node: HookId.parse(a.id)!.node, seq: b.seq })
+      const other = yield* Effect.flatMap(Writer, (w) => w.submit(req("a"))).pipe(Effect.provide(stack(layerMemory(), new Probe())))
+      expect(HookId.parse(other.id)!.node).not.toBe(HookId.parse(a.id)!.node)
+    })
+  )
+
+  it.live("a request the store cannot key is refused before it is queued", () =>
+    Effect.gen(function* () {
+      const writer = yield* Writer
+      const bad = yield* Effect.either(writer.submit(req("a\u0000b")))
+      expect(Either.isLeft(bad) && bad.left._tag === "InvalidIngest").toBe(true)
+      const badKey = yield* Effect.either(writer.submit(req("a", { idempotencyKey: "" })))
+      expect(Either.isLeft(badKey) && badKey.left._tag === "InvalidIngest").toBe(true)
+      expect(yield* hookCount).toBe(0)
+    }).pipe(Effect.provide(stack(layerMemory(), new Probe())))
+  )
+})
