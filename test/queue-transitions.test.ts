@@ -1,0 +1,341 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import fc from "fast-check"
+import * as Counters from "../src/domain/counters.js"
+import * as Deliveries from "../src/domain/deliveries.js"
+import * as K from "../src/domain/keys.js"
+import { del, merge, type Op } from "../src/domain/ops.js"
+import * as Tenants from "../src/domain/tenants.js"
+import { checkStore } from "../src/layers/check.js"
+import * as Queue from "../src/layers/queue.js"
+import type { StoreShape } from "../src/layers/store.js"
+import { makeMemoryStore } from "../src/layers/store-memory.js"
+import { allocOps, commit, envelope } from "./queue-helpers.js"
+
+// ---------------------------------------------------------------------------
+// A model of the queue: where every delivery row is, what it weighs.
+
+type State = { readonly t: "due"; readonly at: number; readonly kind: 0 | 1 } | { readonly t: "inflight" } | { readonly t: "dead"; readonly at: number }
+
+interface MRow {
+  readonly seq: number
+  readonly sink: number
+  readonly ord: number
+  readonly size: number
+  attempts: number
+  state: State
+}
+
+interface MHook {
+  readonly seq: number
+  readonly ord: number
+  readonly size: number
+  readonly id: string
+  sinks: number
+}
+
+class Model {
+  readonly rows = new Map<string, MRow>()
+  readonly hooks: Array<MHook> = []
+  readonly archive = new Map<number, number>()
+  readonly tenants = new Map<string, number>()
+  nextOrd = 1
+  nextSeq = 1
+  now = 1_700_000_000_000
+
+  rowsIn(t: State["t"], ord?: number): Array<MRow> {
+    return [...this.rows.values()].filter((r) => r.state.t === t && (ord === undefined || r.ord === ord))
+  }
+
+  counters(): Counters.TenantCounters {
+    const c = { ...Counters.zero }
+    for (const r of this.rows.values()) {
+      if (r.state.t === "due") c[r.state.kind === 0 ? "pending" : "scheduled"]++
+      else c[r.state.t === "inflight" ? "inflight" : "dead"]++
+      c.bytes += r.size
+    }
+    c.archive_pending = this.archive.size
+    return c
+  }
+}
+
+const key = (seq: number, sink: number) => `${seq}:${sink}`
+const pickFrom = <A>(xs: ReadonlyArray<A>, pick: number): A | undefined => (xs.length === 0 ? undefined : xs[pick % xs.length])
+const dueRef = (r: MRow & { state: { t: "due" } }): K.DueRef => ({ ord: r.ord, at: r.state.at, seq: r.seq, sink: r.sink })
+const inflightRef = (r: MRow): K.InflightRef => ({ ord: r.ord, seq: r.seq, sink: r.sink })
+const rowOf = (r: MRow, now: number): Deliveries.DeliveryRow => ({ attempts: r.attempts, lastStatus: 500, size: r.size, lastAt: now })
+const isDue = (r: MRow): r is MRow & { state: { t: "due"; at: number; kind: 0 | 1 } } => r.state.t === "due"
+
+const OPS = [
+  "ingest",
+  "claim",
+  "retry",
+  "deliver",
+  "deadLetter",
+  "revive",
+  "recover",
+  "expand",
+  "purge",
+  "settle",
+  "drop",
+  "orphanDrop",
+  "tick",
+  "purgeTenant",
+  "recoverAll"
+] as const
+
+// Weighted so that long chains (ingest → claim → dead-letter → purge) are common.
+const WEIGHT: Readonly<Record<(typeof OPS)[number], number>> = {
+  ingest: 4,
+  claim: 4,
+  retry: 2,
+  deliver: 2,
+  deadLetter: 3,
+  revive: 1,
+  recover: 1,
+  expand: 2,
+  purge: 2,
+  settle: 1,
+  drop: 1,
+  orphanDrop: 1,
+  tick: 2,
+  purgeTenant: 2,
+  recoverAll: 1
+}
+
+const command = fc.record({
+  op: fc.oneof(...OPS.map((op) => ({ arbitrary: fc.constant(op), weight: WEIGHT[op] }))),
+  pick: fc.nat({ max: 10_000 }),
+  dt: fc.nat({ max: 5_000 }),
+  n: fc.integer({ min: 1, max: 3 }),
+  tenant: fc.integer({ min: 0, max: 2 }),
+  flag: fc.boolean()
+})
+type Command = typeof command extends fc.Arbitrary<infer A> ? A : never
+
+/** Transitions applied over all runs, by op: the property asserts each was exercised. */
+const hits = new Map<string, number>()
+const hit = (label: string) => {
+  hits.set(label, (hits.get(label) ?? 0) + 1)
+}
+
+/** Apply one command to the store (through Deliveries transitions or the Queue) and to the model. */
+const step = (store: StoreShape, queue: Queue.QueueShape, m: Model, c: Command) =>
+  Effect.gen(function* () {
+    const now = m.now
+    switch (c.op) {
+      case "ingest": {
+        const name = `t${c.tenant}`
+        let ord = m.tenants.get(name)
+        const extra: Array<Op> = []
+        if (ord === undefined) {
+          ord = m.nextOrd++
+          m.tenants.set(name, ord)
+          extra.push(...Tenants.allocate(name, ord), Tenants.nextOrdOp(m.nextOrd))
+        }
+        const seq = m.nextSeq++
+        const env = envelope({ id: `h${seq}`, tenant: name, bodyBytes: c.pick % 40, sinks: c.n })
+        yield* commit(store, [Deliveries.ingest({ seq, ord, envelope: env, sinkCount: c.n, at: now, archive: c.flag })], extra)
+        m.hooks.push({ seq, ord, size: env.length, id: `h${seq}`, sinks: c.n })
+        for (let sink = 0; sink < c.n; sink++) {
+          m.rows.set(key(seq, sink), { seq, sink, ord, size: env.length, attempts: 0, state: { t: "due", at: now, kind: 0 } })
+        }
+        if (c.flag) m.archive.set(seq, ord)
+        hit(c.op)
+        return
+      }
+      case "claim": {
+        const due = m.rowsIn("due").filter(isDue)
+        const chosen = [...new Set(Array.from({ length: c.n }, (_, i) => pickFrom(due, c.pick + i)!))].filter((r) => r !== undefined)
+        if (chosen.length === 0) return
+        yield* commit(store, chosen.map((r) => Deliveries.claim(dueRef(r), { size: r.size, kind: r.state.kind })))
+        for (const r of chosen) r.state = { t: "inflight" }
+        hit(c.op)
+        return
+      }
+      case "retry": {
+        const r = pickFrom(m.rowsIn("inflight"), c.pick)
+        if (r === undefined) return
+        r.attempts++
+        yield* commit(store, [Deliveries.retry(inflightRef(r), rowOf(r, now), now + c.dt)])
+        r.state = { t: "due", at: now + c.dt, kind: 1 }
+        hit(c.op)
+        return
+      }
+      case "deliver":
+      case "orphanDrop": {
+        const r = pickFrom(m.rowsIn("inflight"), c.pick)
+        if (r === undefined) return
+        const t = c.op === "deliver" ? Deliveries.delivered(inflightRef(r), r.size) : Deliveries.orphanDrop(inflightRef(r), r.size)
+        yield* commit(store, [t])
+        m.rows.delete(key(r.seq, r.sink))
+        hit(c.op)
+        return
+      }
+      case "deadLetter": {
+        const r = pickFrom(m.rowsIn("inflight"), c.pick)
+        if (r === undefined) return
+        r.attempts++
+        yield* commit(store, [Deliveries.deadLetter(inflightRef(r), rowOf(r, now), now, { sourceId: "src", id: `h${r.seq}` })])
+        r.state = { t: "dead", at: now }
+        hit(c.op)
+        return
+      }
+      case "revive": {
+        const r = pickFrom(m.rowsIn("dead"), c.pick)
+        if (r === undefined || r.state.t !== "dead") return
+        yield* commit(store, [Deliveries.revive({ at: r.state.at, seq: r.seq, sink: r.sink }, r.ord, r.size, now)])
+        r.attempts = 0
+        r.state = { t: "due", at: now, kind: 0 }
+        hit(c.op)
+        return
+      }
+      case "recover": {
+        const r = pickFrom(m.rowsIn("inflight"), c.pick)
+        if (r === undefined) return
+        yield* commit(store, [Deliveries.recover(inflightRef(r), r.size, now)])
+        r.state = { t: "due", at: now, kind: 0 }
+        hit(c.op)
+        return
+      }
+      case "expand": {
+        const h = pickFrom(m.hooks, c.pick)
+        if (h === undefined || h.sinks >= 6) return
+        const sink = h.sinks++
+        const at = now + (c.flag ? c.dt : 0)
+        yield* commit(store, [Deliveries.expand({ ord: h.ord, seq: h.seq, sink, size: h.size, at })])
+        m.rows.set(key(h.seq, sink), { seq: h.seq, sink, ord: h.ord, size: h.size, attempts: 0, state: { t: "due", at, kind: 0 } })
+        hit(c.op)
+        return
+      }
+      case "purge": {
+        if (c.flag) {
+          const r = pickFrom(m.rowsIn("due").filter(isDue), c.pick)
+          if (r === undefined) return
+          yield* commit(store, [Deliveries.purgeDue(dueRef(r), { size: r.size, kind: r.state.kind })])
+          m.rows.delete(key(r.seq, r.sink))
+        } else {
+          const r = pickFrom(m.rowsIn("dead"), c.pick)
+          if (r === undefined || r.state.t !== "dead") return
+          yield* commit(store, [Deliveries.purgeDead({ at: r.state.at, seq: r.seq, sink: r.sink }, r.ord, r.size)])
+          m.rows.delete(key(r.seq, r.sink))
+        }
+        hit(c.flag ? "purge:due" : "purge:dead")
+        return
+      }
+      case "settle":
+      case "drop": {
+        const seq = pickFrom([...m.archive.keys()], c.pick)
+        if (seq === undefined) return
+        const ord = m.archive.get(seq)!
+        yield* commit(store, [c.op === "settle" ? Deliveries.archiveSettle(seq, ord) : Deliveries.archiveDrop(seq, ord)])
+        m.archive.delete(seq)
+        hit(c.op)
+        return
+      }
+      case "tick": {
+        // The pipeline's cleanup after a visit (no claims here): stale markers go, live ones stay.
+        m.now += c.dt
+        const active = yield* queue.activeTenants(m.now)
+        for (const a of active) {
+          const r = yield* queue.cleanupMarkers(a.ord, m.now, a.buckets)
+          if (r.deleted.length > 0) hit("tick:deleted")
+        }
+        return
+      }
+      case "purgeTenant": {
+        // Prefer a tenant with rows to purge, so the purge has work.
+        const withRows = [...new Set([...m.rowsIn("dead"), ...m.rowsIn("due")].map((r) => r.ord))]
+        const ord = pickFrom(withRows.length > 0 ? withRows : [...m.tenants.values()], c.pick)
+        if (ord === undefined) return
+        const kinds: ReadonlyArray<Queue.PurgeKind> = c.flag ? ["pending", "dead"] : ["dead"]
+        const r = yield* queue.purgeTenant(ord, kinds, { chunk: 2 })
+        const gone = [...m.rowsIn("dead", ord), ...(c.flag ? m.rowsIn("due", ord) : [])]
+        expect(r.pending + r.dead).toBe(gone.length)
+        for (const g of gone) m.rows.delete(key(g.seq, g.sink))
+        if (r.pending > 0) hit("purgeTenant:pending")
+        if (r.dead > 0) hit("purgeTenant:dead")
+        return
+      }
+      case "recoverAll": {
+        const n = yield* queue.recoverInflight(now)
+        const inflight = m.rowsIn("inflight")
+        expect(n).toBe(inflight.length)
+        for (const r of inflight) r.state = { t: "due", at: now, kind: 0 }
+        if (n > 0) hit(c.op)
+        return
+      }
+    }
+  })
+
+describe("queue transitions", () => {
+  it("counters equal a fold after any sequence of transitions", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(command, { minLength: 1, maxLength: 80, size: "max" }), (commands) =>
+        Effect.runPromise(
+          Effect.gen(function* () {
+            const store = yield* makeMemoryStore()
+            const queue = Queue.make(store)
+            const m = new Model()
+            for (const c of commands) yield* step(store, queue, m, c)
+            const report = yield* checkStore(store)
+            // Counters of every tenant and the aggregate equal the fold; ?X mirrors ?x; every due row has its marker.
+            expect(report.differences).toEqual([])
+            expect(report.ok).toBe(true)
+            // The fold saw the rows the model says exist, and the aggregate equals the model too.
+            const want = m.counters()
+            expect(report.rows["due"] ?? 0).toBe(want.pending + want.scheduled)
+            expect(report.rows["inflight"] ?? 0).toBe(want.inflight)
+            expect(report.rows["dead"] ?? 0).toBe(want.dead)
+            expect(report.rows["dead_by_tenant"] ?? 0).toBe(want.dead)
+            expect(yield* queue.aggregate).toEqual(want)
+            for (const ord of m.tenants.values()) {
+              const t = { ...Counters.zero }
+              for (const r of m.rows.values()) {
+                if (r.ord !== ord) continue
+                if (r.state.t === "due") t[r.state.kind === 0 ? "pending" : "scheduled"]++
+                else t[r.state.t === "inflight" ? "inflight" : "dead"]++
+                t.bytes += r.size
+              }
+              t.archive_pending = [...m.archive.values()].filter((o) => o === ord).length
+              expect(yield* queue.counters(ord)).toEqual(t)
+            }
+          })
+        )
+      ),
+      { numRuns: 200 }
+    )
+    // The runs exercised every transition (a property that never reaches one proves nothing about it).
+    const labels = [...OPS.filter((o) => o !== "tick" && o !== "purge" && o !== "purgeTenant"), "purge:due", "purge:dead", "tick:deleted", "purgeTenant:pending", "purgeTenant:dead"]
+    expect(labels.filter((l) => (hits.get(l) ?? 0) === 0)).toEqual([])
+  })
+
+  it("store check reports a counter off, a missing marker, a broken mirror and an unallocated ordinal", () =>
+    Effect.runPromise(
+      Effect.gen(function* () {
+        const store = yield* makeMemoryStore()
+        const now = 1_700_000_000_000
+        const env = envelope({ id: "h1", tenant: "t1", sinks: 2 })
+        yield* commit(store, [Deliveries.ingest({ seq: 1, ord: 1, envelope: env, sinkCount: 2, at: now, archive: false })], allocOps(1))
+        const r0: K.InflightRef = { ord: 1, seq: 1, sink: 0 }
+        yield* commit(store, [Deliveries.claim({ ...r0, at: now }, { size: env.length, kind: 0 })])
+        yield* commit(store, [Deliveries.deadLetter(r0, Deliveries.freshRow(env.length), now, { sourceId: "s", id: "h1" })])
+        expect((yield* checkStore(store)).differences).toEqual([])
+
+        // Break one thing of each kind behind the transitions' back.
+        const broken: Array<Op> = [
+          merge("counters", K.counterKey(1, Counters.Fields.pending), 1n),
+          Deliveries.markerDel(K.bucketOf(now), 1),
+          del("index", Deliveries.byTenantKeyOfDead(1, { at: now, seq: 1, sink: 0 })),
+          ...Deliveries.expand({ ord: 7, seq: 2, sink: 0, size: 3, at: now }).ops
+        ]
+        yield* store.write(broken, { sync: false })
+        const report = yield* checkStore(store)
+        const problems = report.differences.map((d) => `${d.problem}:${d.ord}:${d.field ?? ""}`)
+        expect(report.ok).toBe(false)
+        expect(problems).toEqual(
+          expect.arrayContaining(["counter:1:pending", "counter:0:pending", "missing_marker:1:", "missing_by_tenant:1:", "counter:7:pending", "ord_not_allocated:7:"])
+        )
+      })
+    ))
+})
