@@ -149,7 +149,7 @@ const step = (store: StoreShape, queue: Queue.QueueShape, m: Model, c: Command) 
         const chosen = [...new Set(Array.from({ length: c.n }, (_, i) => pickFrom(due, c.pick + i)!))].filter((r) => r !== undefined)
         if (chosen.length === 0) return
         yield* commit(store, chosen.map((r) => Deliveries.claim(dueRef(r), { size: r.size, kind: r.state.kind })))
-        for (const r of chosen) r.state = { t: "inflight" }
+        for (const r of chosen) (r as MRow).state = { t: "inflight" }
         hit(c.op)
         return
       }
