@@ -214,13 +214,14 @@ export const make = (options: WriterOptions = {}) =>
 
         // TEN-1 §2: the batch's distinct tenants; a miss is one multi-get of `?n`.
         const ords = new Map<string, number>()
-        const uncached: Array<string> = []
+        const misses = new Set<string>()
         for (const w of fresh) {
-          if (ords.has(w.tenant) || uncached.includes(w.tenant)) continue
+          if (ords.has(w.tenant) || misses.has(w.tenant)) continue
           const hit = cache.get(w.tenant)
           if (hit !== undefined) ords.set(w.tenant, hit)
-          else uncached.push(w.tenant)
+          else misses.add(w.tenant)
         }
+        const uncached = [...misses]
         let nextOrd = state.nextOrd
         const allocations: Array<Op> = []
         if (uncached.length > 0) {
