@@ -138,9 +138,7 @@ const Http = Schema.Struct({
   /** 0 picks a free port (logged at start). */
   port: Schema.optionalWith(int(0, 65_535), { default: () => 8080 }),
   /** Serve `POST /_demo/sink` (answers 204 and logs), the default demo sink. */
-  demoSink: Schema.optionalWith(Schema.Boolean, { default: () => true }),
-  /** How long shutdown waits for inflight sink calls before leaving them to boot recovery. */
-  shutdownGraceMs: Schema.optionalWith(int(0, 600_000), { default: () => 10_000 })
+  demoSink: Schema.optionalWith(Schema.Boolean, { default: () => true })
 })
 
 const Ingest = Schema.Struct({
@@ -170,11 +168,15 @@ const Archive = Schema.Struct({
 const Admin = Schema.Struct({
   /** Rows per page of `GET /v1/dlq` when `limit` is not given, and its ceiling. */
   dlqPageDefault: Schema.optionalWith(int(1, 1_000), { default: () => 100 }),
-  dlqPageMax: Schema.optionalWith(int(1, 10_000), { default: () => 1_000 }),
-  /** Rows revived per synced batch of a replay. */
+  dlqPageMax: Schema.optionalWith(int(1, 1_000), { default: () => 1_000 }),
+  /** Dead rows examined per synced batch of a replay. */
   replayChunk: Schema.optionalWith(int(1, 10_000), { default: () => 500 }),
-  /** Most rows one replay request may revive (the answer says whether more remain). */
-  replayMax: Schema.optionalWith(int(1, 10_000_000), { default: () => 100_000 })
+  /** Most rows one replay request revives (the answer says whether more remain). */
+  replayMax: Schema.optionalWith(int(1, 10_000_000), { default: () => 100_000 }),
+  /** Most dead rows one replay request examines (filters may match few of them). */
+  replayScanMax: Schema.optionalWith(int(1, 100_000_000), { default: () => 1_000_000 }),
+  /** Synced chunks (500 rows each) one purge request runs at most; the answer says whether more remain. */
+  purgeMaxChunks: Schema.optionalWith(int(1, 1_000_000), { default: () => 200 })
 })
 
 /** Passed to the Writer (src/layers/writer.ts `WriterOptions`); ranges are its `Ranges`, defaults its `Defaults`. */
@@ -191,17 +193,22 @@ const Writer = Schema.Struct({
   queueBytes: Schema.optionalWith(int(1, 4_096 * MiB), { default: () => 64 * MiB })
 })
 
+/** Passed to the Pipeline (src/layers/pipeline.ts `PipelineOptions`); ranges are its `Ranges`, defaults its `Defaults`. */
 const Pipeline = Schema.Struct({
   /** Dispatch tick period. */
-  tickMs: Schema.optionalWith(int(10, 60_000), { default: () => 200 }),
+  tickMs: Schema.optionalWith(int(1, 60_000), { default: () => 100 }),
   /** Rows claimed per tick at most, across tenants. */
   claimLimit: Schema.optionalWith(int(1, 100_000), { default: () => 1_000 }),
-  /** Bytes claimed per tick at most. */
-  claimBytes: Schema.optionalWith(int(1_024, 1_024 * MiB), { default: () => 64 * MiB }),
-  /** Sink calls in flight at once, across sinks. */
+  /** Bytes claimed per tick at most (a tenant's first row is taken even past it). */
+  claimBytes: Schema.optionalWith(int(1, 1_024 * MiB), { default: () => 64 * MiB }),
+  /** Rows claimed and not yet settled, across sinks. */
   maxInflight: Schema.optionalWith(int(1, 100_000), { default: () => 256 }),
-  /** Active tenants visited per tick at most. */
-  activeTenants: Schema.optionalWith(int(1, 100_000), { default: () => 4_096 })
+  /** Active tenants one tick looks at. */
+  activeTenants: Schema.optionalWith(int(1, 100_000), { default: () => 4_096 }),
+  /** Outcomes committed together in one write at most. */
+  commitBatch: Schema.optionalWith(int(1, 10_000), { default: () => 256 }),
+  /** Shutdown: how long inflight sink calls may finish before their rows are left to boot recovery. */
+  graceMs: Schema.optionalWith(int(0, 600_000), { default: () => 10_000 })
 })
 
 // ---------------------------------------------------------------------------

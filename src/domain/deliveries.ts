@@ -315,3 +315,12 @@ export const tenantDeadRangeBefore = (ord: number, before?: K.DeadRef): KeyRange
   before === undefined
     ? tenantDeadRange(ord)
     : { lo: K.deadByTenantPrefix(ord), hi: K.deadByTenantKey(ord, before.at, before.seq, before.sink) }
+
+/** A tenant's `?X` rows dead-lettered at `fromAt` ≤ at ≤ `toAt` (either bound optional), in time order (replay). */
+export const tenantDeadRangeBetween = (ord: number, fromAt?: number, toAt?: number): KeyRange => {
+  const all = tenantDeadRange(ord)
+  return {
+    lo: fromAt === undefined ? all.lo : K.deadByTenantKey(ord, fromAt, 0, 0),
+    hi: toAt === undefined ? all.hi : K.deadByTenantKey(ord, toAt + 1, 0, 0)
+  }
+}

@@ -29,7 +29,7 @@ export const ENV: ReadonlyArray<{ readonly name: string; readonly path: Readonly
   { name: "ANKUSA_TENANTS_MAX", path: ["tenants", "max"], kind: "number" },
   { name: "ANKUSA_GAUGES_INTERVAL_MS", path: ["gauges", "intervalMs"], kind: "number" },
   { name: "ANKUSA_ARCHIVE_ENABLED", path: ["archive", "enabled"], kind: "boolean" },
-  { name: "ANKUSA_SHUTDOWN_GRACE_MS", path: ["http", "shutdownGraceMs"], kind: "number" }
+  { name: "ANKUSA_SHUTDOWN_GRACE_MS", path: ["pipeline", "graceMs"], kind: "number" }
 ]
 
 /** A global admin token from the environment (named "env"), added to the file's tokens. */

@@ -1,0 +1,147 @@
+/**
+ * Every refusal of the HTTP edge, and the ONE place that maps an error to its
+ * status, JSON body (`{"error": <stable code>, "message"?}`) and headers.
+ * docs/api.md lists the codes.
+ */
+import { HttpServerResponse } from "@effect/platform"
+import { Data } from "effect"
+import type { TenantLimit } from "../../domain/tenants.js"
+import type { StoreError } from "../store.js"
+import type { TenantNotFound } from "../tenants.js"
+import type { InvalidIngest, Overloaded, WriterClosed } from "../writer.js"
+
+export class UnknownSource extends Data.TaggedError("UnknownSource")<{ readonly source: string }> {}
+
+export class TooLarge extends Data.TaggedError("TooLarge")<{ readonly limit: number }> {}
+
+/** A malformed request; `code` is the stable error code. */
+export class BadRequest extends Data.TaggedError("BadRequest")<{ readonly code: string; readonly message: string }> {}
+
+/** `quarantined`: the request was kept in the quarantine (else it was only refused). */
+export class VerificationFailed extends Data.TaggedError("VerificationFailed")<{ readonly reason: string; readonly quarantined: boolean }> {}
+
+/** Missing or unknown bearer token. */
+export class Unauthorized extends Data.TaggedError("Unauthorized")<{}> {}
+
+/** A valid token asking for data outside its scope. */
+export class Forbidden extends Data.TaggedError("Forbidden")<{ readonly message: string }> {}
+
+/** No route for the method and path. */
+export class NotFound extends Data.TaggedError("NotFound")<{}> {}
+
+/** The node is starting (migrations, recovery) or stopping: nothing is taken. */
+export class NotReady extends Data.TaggedError("NotReady")<{ readonly phase: string }> {}
+
+export type EdgeError =
+  | UnknownSource
+  | TooLarge
+  | BadRequest
+  | VerificationFailed
+  | Unauthorized
+  | Forbidden
+  | NotFound
+  | NotReady
+  | TenantNotFound
+  | TenantLimit
+  | Overloaded
+  | WriterClosed
+  | InvalidIngest
+  | StoreError
+
+/** Ingest outcomes as counted by `ankusa_ingest_requests_total{outcome}` (docs/api.md). */
+export type Outcome =
+  | "accepted"
+  | "duplicate"
+  | "quarantined"
+  | "rejected"
+  | "too_large"
+  | "tenant_limit"
+  | "unavailable"
+  | "unknown_source"
+  | "bad_request"
+
+export const OUTCOMES: ReadonlyArray<Outcome> = [
+  "accepted",
+  "duplicate",
+  "quarantined",
+  "rejected",
+  "too_large",
+  "tenant_limit",
+  "unavailable",
+  "unknown_source",
+  "bad_request"
+]
+
+/** Retry-After (seconds) of a tenant_limit refusal (TEN-1 §2). */
+export const TENANT_LIMIT_RETRY_AFTER_S = 300
+/** Retry-After (seconds) when the Writer's queue is full: the backlog clears in milliseconds. */
+export const OVERLOADED_RETRY_AFTER_S = 1
+/** Retry-After (seconds) when the store fails a write, or the node is starting or stopping. */
+export const UNAVAILABLE_RETRY_AFTER_S = 5
+
+export interface Refusal {
+  readonly status: number
+  readonly body: { readonly error: string; readonly message?: string }
+  readonly headers: Readonly<Record<string, string>>
+  /** How an ingest request refused this way is counted. */
+  readonly outcome: Outcome
+}
+
+const refusal = (
+  status: number,
+  error: string,
+  outcome: Outcome,
+  message?: string,
+  headers: Readonly<Record<string, string>> = {}
+): Refusal => ({ status, body: message === undefined ? { error } : { error, message }, headers, outcome })
+
+export const refusalOf = (e: EdgeError): Refusal => {
+  switch (e._tag) {
+    case "UnknownSource":
+      return refusal(404, "unknown_source", "unknown_source", `no source ${JSON.stringify(e.source)}`)
+    case "TooLarge":
+      return refusal(413, "too_large", "too_large", `the body exceeds ${e.limit} bytes`)
+    case "BadRequest":
+    case "InvalidIngest":
+      return e._tag === "BadRequest"
+        ? refusal(400, e.code, "bad_request", e.message)
+        : refusal(400, "bad_request", "bad_request", `invalid ${e.reason}`)
+    case "VerificationFailed":
+      return refusal(401, "verification_failed", e.quarantined ? "quarantined" : "rejected", e.reason)
+    case "Unauthorized":
+      return refusal(401, "unauthorized", "bad_request", "a valid bearer token is required", { "www-authenticate": "Bearer" })
+    case "Forbidden":
+      return refusal(403, "forbidden", "bad_request", e.message)
+    case "NotFound":
+      return refusal(404, "not_found", "bad_request")
+    case "TenantNotFound":
+      return refusal(404, "unknown_tenant", "bad_request", "no such tenant on this node")
+    case "TenantLimit":
+      return refusal(503, "tenant_limit", "tenant_limit", `this node serves at most ${e.max} tenants`, {
+        "retry-after": String(TENANT_LIMIT_RETRY_AFTER_S)
+      })
+    case "Overloaded":
+      return refusal(503, "unavailable", "unavailable", "the write queue is full", { "retry-after": String(OVERLOADED_RETRY_AFTER_S) })
+    case "WriterClosed":
+      return refusal(503, "unavailable", "unavailable", "the node is shutting down", {
+        "retry-after": String(UNAVAILABLE_RETRY_AFTER_S)
+      })
+    case "NotReady":
+      return refusal(503, "unavailable", "unavailable", `the node is ${e.phase}`, { "retry-after": String(UNAVAILABLE_RETRY_AFTER_S) })
+    case "StoreError":
+      return refusal(503, "unavailable", "unavailable", "the store cannot take writes", {
+        "retry-after": String(UNAVAILABLE_RETRY_AFTER_S)
+      })
+  }
+}
+
+export const json = (status: number, body: unknown, headers: Readonly<Record<string, string>> = {}) =>
+  HttpServerResponse.unsafeJson(body, { status, headers })
+
+export const respond = (e: EdgeError): HttpServerResponse.HttpServerResponse => {
+  const r = refusalOf(e)
+  return json(r.status, r.body, r.headers)
+}
+
+/** A defect: logged by the caller, answered without details. */
+export const internal = (): HttpServerResponse.HttpServerResponse => json(500, { error: "internal" })

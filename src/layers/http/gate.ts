@@ -1,0 +1,58 @@
+/**
+ * The gate between the HTTP edge and the services behind it. The server
+ * binds first (so `/healthz` and `/readyz` answer during migrations and boot
+ * recovery); ingest and admin wait behind the gate and answer 503 until boot
+ * opens it, and again once shutdown begins (stop accepting).
+ */
+import { Context, Effect, Layer, Ref } from "effect"
+import type { Audit } from "../audit.js"
+import type { Quarantine } from "../quarantine.js"
+import type { Queue } from "../queue.js"
+import type { Replay } from "../replay.js"
+import type { Store } from "../store.js"
+import type { Tenants } from "../tenants.js"
+import type { Writer } from "../writer.js"
+import { NotReady } from "./errors.js"
+
+/** What ingest and admin handlers run with. */
+export type ApiServices = Store | Writer | Queue | Tenants | Replay | Quarantine | Audit
+
+export type Phase = "starting" | "migrating" | "recovering" | "ready" | "stopping"
+
+type State = { readonly phase: Exclude<Phase, "ready"> } | { readonly phase: "ready"; readonly services: Context.Context<ApiServices> }
+
+export interface GateShape {
+  readonly phase: Effect.Effect<Phase>
+  readonly setPhase: (phase: Exclude<Phase, "ready">) => Effect.Effect<void>
+  /** Ready: handlers run with these services. */
+  readonly open: (services: Context.Context<ApiServices>) => Effect.Effect<void>
+  /** The services, or `NotReady` while starting or stopping. */
+  readonly services: Effect.Effect<Context.Context<ApiServices>, NotReady>
+}
+
+export class Gate extends Context.Tag("ankusa/http/Gate")<Gate, GateShape>() {}
+
+export const make = Effect.gen(function* () {
+  const state = yield* Ref.make<State>({ phase: "starting" })
+  return {
+    phase: Effect.map(Ref.get(state), (s) => s.phase),
+    setPhase: (phase) => Ref.set(state, { phase }),
+    open: (services) => Ref.set(state, { phase: "ready", services }),
+    services: Effect.flatMap(Ref.get(state), (s) =>
+      s.phase === "ready" ? Effect.succeed(s.services) : Effect.fail(new NotReady({ phase: s.phase }))
+    )
+  } satisfies GateShape
+})
+
+/** A closed gate (serve opens it at the end of boot). */
+export const layer: Layer.Layer<Gate> = Layer.effect(Gate, make)
+
+/** A gate open on the services of the context (tests, and anything built after boot). */
+export const layerOpen: Layer.Layer<Gate, never, ApiServices> = Layer.effect(
+  Gate,
+  Effect.gen(function* () {
+    const gate = yield* make
+    yield* gate.open(yield* Effect.context<ApiServices>())
+    return gate
+  })
+)

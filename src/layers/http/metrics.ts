@@ -1,0 +1,25 @@
+/** Ingest metrics of the HTTP edge (product.md "Operations"; docs/api.md "Metrics"). */
+import { Effect, Metric, MetricBoundaries } from "effect"
+import { type Outcome, OUTCOMES } from "./errors.js"
+
+export const requests = Metric.counter("ankusa_ingest_requests_total", {
+  description: "Ingest requests by outcome (accepted, duplicate, quarantined, rejected, too_large, tenant_limit, unavailable, unknown_source, bad_request)",
+  incremental: true
+})
+
+export const outcome = (o: Outcome) => Metric.tagged(requests, "outcome", o)
+
+/** 1 ms to about 16 s, doubling: from the request's arrival to its answer (the synced commit included). */
+export const latency = Metric.histogram(
+  "ankusa_ingest_duration_seconds",
+  MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 15 }),
+  "Ingest request duration, arrival to answer (includes the synced commit), by outcome"
+)
+
+export const latencyOf = (o: Outcome) => Metric.tagged(latency, "outcome", o)
+
+/** Every outcome shows in /metrics from the start (at 0), so rates and alerts need no first event. */
+export const register: Effect.Effect<void> = Effect.forEach(OUTCOMES, (o) => Metric.incrementBy(outcome(o), 0), { discard: true })
+
+export const record = (o: Outcome, seconds: number): Effect.Effect<void> =>
+  Effect.zipRight(Metric.increment(outcome(o)), Metric.update(latencyOf(o), seconds))
