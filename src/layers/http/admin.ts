@@ -216,18 +216,18 @@ export const router = (config: Config) => {
         to: body.to ?? null,
         ids: body.ids ?? null
       }
-      const result =
+      // Audited even when the filter names no tenant it may touch: the attempt is what an auditor wants.
+      const result = yield* audited(
+        { actor: p.name, tenants: tenants ?? null, action: "replay", params },
         ords !== undefined && ords.length === 0
-          ? { revived: 0, scanned: 0, done: true }
-          : yield* audited(
-              { actor: p.name, tenants: tenants ?? null, action: "replay", params },
-              Effect.flatMap(Replay, (r) =>
-                r.replay(
-                  { ords, sourceId: body.source, fromAt: body.from, toAt: body.to, seqs },
-                  { chunk: config.admin.replayChunk, maxRevived: config.admin.replayMax, maxScanned: config.admin.replayScanMax }
-                )
+          ? Effect.succeed({ revived: 0, scanned: 0, done: true })
+          : Effect.flatMap(Replay, (r) =>
+              r.replay(
+                { ords, sourceId: body.source, fromAt: body.from, toAt: body.to, seqs },
+                { chunk: config.admin.replayChunk, maxRevived: config.admin.replayMax, maxScanned: config.admin.replayScanMax }
               )
             )
+      )
       return json(200, result)
     })
   )
