@@ -1,0 +1,102 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Metric, TestClock } from "effect"
+import * as Dedupe from "../src/domain/dedupe.js"
+import * as K from "../src/domain/keys.js"
+import * as Sweep from "../src/layers/dedupe-sweep.js"
+import { dedupeSwept } from "../src/layers/lifecycle-metrics.js"
+import { Store } from "../src/layers/store.js"
+import { layerMemory } from "../src/layers/store-memory.js"
+import { type IngestRequest, layer as writerLayer, Writer } from "../src/layers/writer.js"
+import { aggregate, rowsOf } from "./lifecycle-helpers.js"
+
+const WINDOW = 60_000
+
+const req = (tenantId: string, idempotencyKey: string | null, body = "{}"): IngestRequest => ({
+  tenantId,
+  sourceId: "src",
+  sinks: ["s0", "s1"],
+  body: Buffer.from(body),
+  contentType: "application/json",
+  headers: {},
+  idempotencyKey,
+  archive: false
+})
+
+const env = Layer.mergeAll(writerLayer({ dedupeWindowMs: WINDOW }), Sweep.layer({ chunk: 2 })).pipe(Layer.provideMerge(layerMemory()))
+
+const keysOf = Effect.gen(function* () {
+  const store = yield* Store
+  const u = (yield* rowsOf(store, K.Families.dedupe)).map((e) => K.decodeDedupeKey(e.key))
+  const e = (yield* rowsOf(store, K.Families.expiry)).map((e) => K.decodeExpiryKey(e.key))
+  return { u, e }
+})
+
+describe("dedupe", () => {
+  it.scoped("a duplicate idempotency key inside the window queues nothing", () =>
+    Effect.gen(function* () {
+      const writer = yield* Writer
+      const store = yield* Store
+      const first = yield* writer.submit(req("acme", "order-1", '{"n":1}'))
+      expect(first.duplicate).toBe(false)
+      const before = yield* aggregate(store)
+      const hooks = (yield* rowsOf(store, K.Families.hooks)).length
+      const due = (yield* rowsOf(store, K.Families.due)).length
+
+      // Inside the window (up to its last millisecond): the first answer, nothing queued.
+      for (const wait of [1_000, WINDOW - 1_000 - 1]) {
+        yield* TestClock.adjust(wait)
+        const again = yield* writer.submit(req("acme", "order-1", '{"n":2}'))
+        expect(again).toEqual({ id: first.id, seq: first.seq, duplicate: true })
+      }
+      expect(yield* aggregate(store)).toEqual(before)
+      expect((yield* rowsOf(store, K.Families.hooks)).length).toBe(hooks)
+      expect((yield* rowsOf(store, K.Families.due)).length).toBe(due)
+
+      // The key is per tenant: another tenant's same key queues.
+      const other = yield* writer.submit(req("globex", "order-1"))
+      expect(other.duplicate).toBe(false)
+      expect((yield* aggregate(store)).pending).toBe(before.pending + 2)
+    }).pipe(Effect.provide(env))
+  )
+
+  it.scoped("an expired dedupe key is swept", () =>
+    Effect.gen(function* () {
+      const writer = yield* Writer
+      const sweep = yield* Sweep.DedupeSweep
+      const store = yield* Store
+      const sweptBefore = (yield* Metric.value(dedupeSwept)).count
+
+      // Five keys at t=0 and one at t=30s.
+      for (let i = 0; i < 5; i++) yield* writer.submit(req("acme", `k${i}`))
+      yield* TestClock.adjust(30_000)
+      yield* writer.submit(req("acme", "late"))
+      expect((yield* keysOf).u.length).toBe(6)
+
+      // Nothing is swept before its expiry.
+      expect((yield* sweep.sweep).keys).toBe(0)
+      expect((yield* keysOf).u.length).toBe(6)
+
+      // Past the first five's expiry: k0 is reused (a new hook, a new ?u and ?e), then the sweep runs.
+      yield* TestClock.adjust(WINDOW - 30_000)
+      const reused = yield* writer.submit(req("acme", "k0"))
+      expect(reused.duplicate).toBe(false)
+      const r = yield* sweep.sweep
+      // Chunks of 2: all five old expiries visited; four ?u deleted; k0's new ?u kept.
+      expect(r).toEqual({ expiries: 5, keys: 4 })
+      const left = yield* keysOf
+      expect(left.u.map((k) => k.key).sort()).toEqual(["k0", "late"])
+      expect(left.e.map((k) => k.key).sort()).toEqual(["k0", "late"])
+      const k0 = Dedupe.decodeValue((yield* store.get("index", K.dedupeKey("acme", "k0")))!)!
+      expect(k0.seq).toBe(reused.seq)
+      expect((yield* Metric.value(dedupeSwept)).count - sweptBefore).toBe(4)
+      // The kept key still dedupes inside its new window; a swept key queues anew.
+      expect((yield* writer.submit(req("acme", "k0"))).duplicate).toBe(true)
+      expect((yield* writer.submit(req("acme", "k1"))).duplicate).toBe(false)
+
+      // Past every window: all swept.
+      yield* TestClock.adjust(WINDOW * 2)
+      yield* sweep.sweep
+      expect(yield* keysOf).toEqual({ u: [], e: [] })
+    }).pipe(Effect.provide(env))
+  )
+})
