@@ -17,5 +17,13 @@ const LEVELS: Record<Level, LogLevel.LogLevel> = {
 
 export const toLogLevel = (level: Level): LogLevel.LogLevel => LEVELS[level]
 
+/** One JSON object per line on stdout. */
+export const jsonLines = Logger.withConsoleLog(Logger.jsonLogger)
+
+/** The only logger: JSON lines at `level` (also in place of the pretty logger `NodeRuntime.runMain` installs). */
 export const layer = (level: Level): Layer.Layer<never> =>
-  Layer.merge(Logger.replace(Logger.defaultLogger, Logger.jsonLogger), Logger.minimumLogLevel(toLogLevel(level)))
+  Layer.mergeAll(
+    Logger.replace(Logger.defaultLogger, jsonLines),
+    Logger.remove(Logger.prettyLoggerDefault),
+    Logger.minimumLogLevel(toLogLevel(level))
+  )
