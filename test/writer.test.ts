@@ -278,7 +278,7 @@ describe("Writer", () => {
       const tenants = yield* Tenants
       const reqs = Array.from({ length: 90 }, (_, i) =>
         req(i % 5 === 0 ? null : `c${i % 4}`, {
-          sinks: Array.from({ length: i % 4 }, (_, s) => `s${s}`),
+          sinks: Array.from({ length: 1 + (i % 4) }, (_, s) => `s${s}`),
           body: Buffer.alloc(1 + ((i * 37) % 300), i),
           archive: i % 3 === 0
         })
@@ -465,6 +465,8 @@ describe("Writer", () => {
       expect(Either.isLeft(bad) && bad.left._tag === "InvalidIngest").toBe(true)
       const badKey = yield* Effect.either(writer.submit(req("a", { idempotencyKey: "" })))
       expect(Either.isLeft(badKey) && badKey.left._tag === "InvalidIngest").toBe(true)
+      const noSinks = yield* Effect.either(writer.submit(req("a", { sinks: [] })))
+      expect(Either.isLeft(noSinks) && noSinks.left._tag === "InvalidIngest").toBe(true)
       expect(yield* hookCount).toBe(0)
     }).pipe(Effect.provide(stack(layerMemory(), new Probe())))
   )

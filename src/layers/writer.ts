@@ -132,6 +132,8 @@ const MAX_SINKS = 0x1_0000
 
 const invalidity = (req: IngestRequest): string | undefined => {
   if (req.tenantId !== null && !TenantOrds.validTenantId(req.tenantId)) return "tenant id"
+  // A hook with no delivery row would never get a `?c` marker, so reclaim would never find it.
+  if (req.sinks.length === 0) return "sinks (none)"
   if (req.sinks.length > MAX_SINKS) return `more than ${MAX_SINKS} sinks`
   if (req.idempotencyKey !== null && !Dedupe.validKey(req.idempotencyKey)) return "idempotency key"
   return undefined
