@@ -190,7 +190,7 @@ export const make = (input: Input) =>
         if (sink === undefined) {
           // A sink removed from the configuration: keep the row in the DLQ, where replay can find it.
           const now = yield* Clock.currentTimeMillis
-          yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { ...c.ref, sink: name })
+          yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { ...c.ref, sinkName: name })
           return yield* settle({ transition: Deliveries.deadLetter(c.ref, { ...row, lastAt: now }, now, hook), sink: name, outcome: "dead" })
         }
         const a = yield* sink.permits.withPermits(1)(SinkClient.call(client, sink.options, sink.key, env))
@@ -204,7 +204,7 @@ export const make = (input: Input) =>
         if (d._tag === "Retry") {
           return yield* settle({ transition: Deliveries.retry(c.ref, after, d.at), sink: name, outcome: "retried" })
         }
-        yield* Effect.logInfo("pipeline: row dead-lettered", { ...c.ref, sink: name, status: a.status, error: a.error, reason: d.reason })
+        yield* Effect.logInfo("pipeline: row dead-lettered", { ...c.ref, sinkName: name, status: a.status, error: a.error, reason: d.reason })
         return yield* settle({ transition: Deliveries.deadLetter(c.ref, after, a.endedAt, hook), sink: name, outcome: "dead" })
       })
 
@@ -318,7 +318,8 @@ export const make = (input: Input) =>
         yield* ticking.withPermits(1)(Effect.sync(() => {
           stopping = true
         }))
-        yield* FiberSet.awaitEmpty(calls).pipe(Effect.timeout(Duration.millis(o.graceMs)), Effect.ignore)
+        // Finalizers run uninterruptibly: the wait must be made interruptible for the timeout to cut it.
+        yield* Effect.interruptible(FiberSet.awaitEmpty(calls)).pipe(Effect.timeout(Duration.millis(o.graceMs)), Effect.ignore)
         const cut = yield* FiberSet.size(calls)
         if (cut > 0) yield* Effect.logWarning("pipeline: grace period over; rows left inflight for boot recovery", { rows: cut })
         yield* FiberSet.clear(calls)
