@@ -101,9 +101,21 @@ export const v2Batch = (h: FixtureHook): Batch => {
   return ops
 }
 
-/** Write format 2 hooks (the store must be a format 2 one). */
-export const writeV2 = (store: StoreShape, hooks: ReadonlyArray<FixtureHook>, opts: { readonly sync?: boolean } = {}) =>
-  Effect.forEach(hooks, (h) => store.write(v2Batch(h), { sync: opts.sync ?? false }), { discard: true })
+/** Hooks per write batch when a fixture is built in bulk (`hooksPerBatch`). */
+export const DEFAULT_HOOKS_PER_BATCH = 1
+
+/** Write format 2 hooks (the store must be a format 2 one), `hooksPerBatch` hooks per write. */
+export const writeV2 = (
+  store: StoreShape,
+  hooks: ReadonlyArray<FixtureHook>,
+  opts: { readonly sync?: boolean; readonly hooksPerBatch?: number } = {}
+): Effect.Effect<void, StoreError> =>
+  Effect.gen(function* () {
+    const per = Math.max(1, opts.hooksPerBatch ?? DEFAULT_HOOKS_PER_BATCH)
+    for (let i = 0; i < hooks.length; i += per) {
+      yield* store.write(hooks.slice(i, i + per).flatMap(v2Batch), { sync: opts.sync ?? false })
+    }
+  })
 
 /**
  * One format 3 hook as the node writes it: the ingest batch (with the ordinal
@@ -208,4 +220,38 @@ export const standardHooks = (format: 2 | 3): ReadonlyArray<FixtureHook> => {
     )
   }
   return hooks
+}
+
+/**
+ * A deterministic format 2 workload of `hooks` hooks over `tenants` named
+ * tenants plus hooks with no tenant, with an undecodable envelope and with
+ * no hooks row; 1 to 3 sinks each, cycling through every fate.
+ */
+export const syntheticHooks = (o: { readonly hooks: number; readonly tenants: number; readonly firstSeq?: number }): Array<FixtureHook> => {
+  const out: Array<FixtureHook> = []
+  const fates = (i: number, n: number): Array<SinkFate> =>
+    Array.from({ length: n }, (_, k): SinkFate => {
+      switch ((i + k * 7) % 6) {
+        case 0:
+        case 1:
+          return { state: "pending" }
+        case 2:
+          return { state: "retrying", at: FIXTURE_LATER_AT + i * 10, attempts: 1 + (i % 4) }
+        case 3:
+          return { state: "inflight" }
+        case 4:
+          return { state: "dead", at: FIXTURE_BASE_AT + 1_000_000 + i * 10, attempts: 5 }
+        default:
+          return { state: "delivered" }
+      }
+    })
+  for (let i = 0; i < o.hooks; i++) {
+    const seq = (o.firstSeq ?? 1) + i
+    // Knuth's multiplicative hash spreads tenants so each shows up across many steps.
+    const pick = ((i * 2654435761) >>> 0) % (o.tenants + 3)
+    const tenant = pick < o.tenants ? `tenant-${pick}` : null
+    const body = pick === o.tenants + 1 ? "garbage" : pick === o.tenants + 2 ? "gone" : "envelope"
+    out.push({ seq, tenant, body, at: FIXTURE_BASE_AT + i * 37, sinks: fates(i, 1 + (i % 3)), archive: i % 3 === 0 })
+  }
+  return out
 }
