@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import * as Deliveries from "../src/domain/deliveries.js"
 import * as K from "../src/domain/keys.js"
+import { checkLifecycle } from "../src/layers/check-lifecycle.js"
 import * as Reclaim from "../src/layers/reclaim.js"
 import { Store, type StoreShape } from "../src/layers/store.js"
 import { makeMemoryStore } from "../src/layers/store-memory.js"
@@ -156,6 +157,7 @@ const run = (archive: boolean, cmds: ReadonlyArray<Cmd>) =>
     const hooks = yield* hookSeqs(store)
     expect([...hooks].sort((a, b) => a - b)).toEqual([...owed].sort((a, b) => a - b))
     for (const e of yield* rowsOf(store, K.Families.cleared)) expect(hooks.has(K.decodeClearedKey(e.key))).toBe(true)
+    expect((yield* checkLifecycle(store)).differences).toEqual([])
     return { reclaimed: state.nextSeq - 1 - hooks.size }
   })
 
