@@ -1,0 +1,89 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+// TEN-1 §3, §9: only src/domain/deliveries.ts builds a ?D, ?F, ?X or ?A key (and format 2's ?d/?f).
+const CONSTRUCTORS = [
+  "dueKey",
+  "duePrefix",
+  "dueUpTo",
+  "dueFrom",
+  "inflightKey",
+  "inflightPrefix",
+  "deadByTenantKey",
+  "deadByTenantPrefix",
+  "activeKey",
+  "activeUpTo",
+  "dueV2Key",
+  "inflightV2Key"
+] as const
+
+const SRC = fileURLToPath(new URL("../src", import.meta.url))
+const DELIVERIES = path.join(SRC, "domain/deliveries.ts")
+const KEYS = path.join(SRC, "domain/keys.ts")
+
+const tsFiles = (dir: string): Array<string> =>
+  fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name)
+    return e.isDirectory() ? tsFiles(p) : /\.(m|c)?tsx?$/.test(e.name) ? [p] : []
+  })
+
+const stripComments = (src: string) => src.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`])\/\/.*$/gm, "$1")
+
+const KEYS_MODULE = String.raw`["'][^"']*\bkeys(?:\.js)?["']`
+
+/** Uses of the constructors in a source text: named imports/re-exports from keys, and `<keys namespace>.<name>`. */
+const constructorUses = (source: string, isKeysModule = false): Array<string> => {
+  const src = stripComments(source)
+  const uses: Array<string> = []
+  const names = new Set<string>(CONSTRUCTORS)
+  // import { dueKey, activeKey as a } from "./keys.js"  /  export { dueKey } from "./keys.js"
+  for (const m of src.matchAll(new RegExp(String.raw`(?:import|export)\s*(?:type\s*)?\{([^}]*)\}\s*from\s*${KEYS_MODULE}`, "g"))) {
+    for (const part of m[1]!.split(",")) {
+      const name = part.trim().split(/\s+as\s+/)[0]!.replace(/^type\s+/, "")
+      if (names.has(name)) uses.push(`import ${name}`)
+    }
+  }
+  // export * from "./keys.js" would re-export every constructor.
+  if (new RegExp(String.raw`export\s*\*\s*(?:as\s+\w+\s*)?from\s*${KEYS_MODULE}`).test(src)) uses.push("export *")
+  // import * as K from "./keys.js" … K.dueKey(…) or K.dueKey passed along
+  for (const m of src.matchAll(new RegExp(String.raw`import\s*\*\s*as\s+([\w$]+)\s+from\s*${KEYS_MODULE}`, "g"))) {
+    const ns = m[1]!
+    for (const u of src.matchAll(new RegExp(String.raw`(?<![\w$.])${ns.replace("$", "\\$")}\s*\.\s*([\w$]+)`, "g"))) {
+      if (names.has(u[1]!)) uses.push(`${ns}.${u[1]}`)
+    }
+  }
+  // Inside keys.ts itself: a call of a constructor (its definitions `name = (` are not calls).
+  if (isKeysModule) {
+    for (const u of src.matchAll(/(?<![\w$.])([\w$]+)\s*\(/g)) if (names.has(u[1]!)) uses.push(`${u[1]}(`)
+  }
+  return uses
+}
+
+describe("source rules", () => {
+  it("due/inflight/?D/?F/?X/?A key constructors are called only from deliveries", () => {
+    const files = tsFiles(SRC)
+    expect(files).toContain(DELIVERIES)
+    expect(files).toContain(KEYS)
+    const violations = files
+      .filter((f) => f !== DELIVERIES)
+      .flatMap((f) => constructorUses(fs.readFileSync(f, "utf8"), f === KEYS).map((u) => `${path.relative(SRC, f)}: ${u}`))
+    expect(violations).toEqual([])
+
+    // The check sees what it is looking for: deliveries.ts does call the constructors…
+    const inDeliveries = new Set(constructorUses(fs.readFileSync(DELIVERIES, "utf8")).map((u) => u.split(".").pop()))
+    for (const name of ["dueKey", "inflightKey", "deadByTenantKey", "activeKey", "activeUpTo", "duePrefix", "dueV2Key"]) {
+      expect(inDeliveries).toContain(name)
+    }
+    // …and would catch each way another module could reach them.
+    expect(constructorUses(`import * as K from "../domain/keys.js"\nconst k = K.dueKey(1, 2, 3, 4)`)).toEqual(["K.dueKey"])
+    expect(constructorUses(`import * as Keys from "./keys.js"\nrows.map(Keys.activeKey)`)).toEqual(["Keys.activeKey"])
+    expect(constructorUses(`import { decodeDueKey, inflightKey as f } from "../domain/keys.js"`)).toEqual(["import inflightKey"])
+    expect(constructorUses(`export { deadByTenantPrefix } from "./keys.js"`)).toEqual(["import deadByTenantPrefix"])
+    expect(constructorUses(`export * from "./keys.js"`)).toEqual(["export *"])
+    expect(constructorUses(`export const helper = (o: number) => dueUpTo(o, 0)`, true)).toEqual(["dueUpTo("])
+    // Decoders and comments are not uses.
+    expect(constructorUses(`import * as K from "./keys.js"\n// K.dueKey(…) is for deliveries\nK.decodeDueKey(k)`)).toEqual([])
+  })
+})
