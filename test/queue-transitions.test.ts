@@ -1,4 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { Effect, type Scope } from "effect"
 import fc from "fast-check"
 import * as Counters from "../src/domain/counters.js"
@@ -10,6 +13,7 @@ import { checkStore } from "../src/layers/check.js"
 import * as Queue from "../src/layers/queue.js"
 import type { StoreShape } from "../src/layers/store.js"
 import { makeMemoryStore } from "../src/layers/store-memory.js"
+import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
 import { allocAll, allocOps, commit, envelope } from "./queue-helpers.js"
 
 // ---------------------------------------------------------------------------
@@ -378,7 +382,17 @@ interface StoreCase {
   readonly open: Effect.Effect<StoreShape, unknown, Scope.Scope>
 }
 
-const stores: ReadonlyArray<StoreCase> = [{ name: "memory", open: makeMemoryStore() }]
+const stores: ReadonlyArray<StoreCase> = [
+  { name: "memory", open: makeMemoryStore() },
+  {
+    // Real concurrency: the batches of the fibers are committed by RocksDB's worker thread in whatever order they arrive.
+    name: "RocksDB",
+    open: Effect.acquireRelease(
+      Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-queue-"))),
+      (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+    ).pipe(Effect.flatMap((dir) => makeRocksDbStore(dir)))
+  }
+]
 
 describe("queue transitions", () => {
   it("counters equal a fold after any sequence of transitions", async () => {
