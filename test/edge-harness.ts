@@ -1,0 +1,93 @@
+/**
+ * The HTTP edge over real services for the edge tests: RocksDB in a temp dir
+ * (or a given store layer), the Writer, Queue, Tenants, Quarantine, Audit and
+ * Replay, and the server on 127.0.0.1 port 0. Requests go through `fetch`.
+ */
+import { HttpServer } from "@effect/platform"
+import { Context, Effect, Layer, type Scope } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Cfg from "../src/domain/config.js"
+import * as Audit from "../src/layers/audit.js"
+import * as Gate from "../src/layers/http/gate.js"
+import * as Http from "../src/layers/http/server.js"
+import * as Quarantine from "../src/layers/quarantine.js"
+import * as Queue from "../src/layers/queue.js"
+import * as Replay from "../src/layers/replay.js"
+import { layerRocksDb } from "../src/layers/store-rocksdb.js"
+import { Store, type StoreShape } from "../src/layers/store.js"
+import * as Tenants from "../src/layers/tenants.js"
+import * as Writer from "../src/layers/writer.js"
+
+export const tempDir = Effect.acquireRelease(
+  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-edge-"))),
+  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+)
+
+/** A configuration from a file-shaped input, on a free port. */
+export const configOf = (input: Cfg.ConfigInput): Cfg.Config => {
+  const decoded = Cfg.decode({ ...input, http: { ...input.http, host: "127.0.0.1", port: 0 } })
+  if (decoded._tag === "Left") throw new Error(`bad test config: ${String(decoded.left)}`)
+  return decoded.right
+}
+
+export interface Edge {
+  readonly url: string
+  readonly store: StoreShape
+  readonly context: Context.Context<Gate.ApiServices>
+  readonly run: <A, E>(effect: Effect.Effect<A, E, Gate.ApiServices>) => Promise<A>
+  readonly fetch: (path: string, init?: RequestInit) => Promise<Response>
+}
+
+export interface EdgeOptions {
+  /** The store layer; default RocksDB in a temp dir removed afterwards. */
+  readonly store?: Layer.Layer<Store, unknown>
+  /** Leave the gate closed (the node is starting). */
+  readonly closed?: boolean
+}
+
+/** The services behind the gate, on a Store. */
+export const services = (config: Cfg.Config) =>
+  Layer.mergeAll(
+    Tenants.layer,
+    Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs }),
+    Quarantine.layer(),
+    Audit.layer(),
+    Replay.layer
+  ).pipe(Layer.provideMerge(Queue.layer))
+
+export const startEdge = (config: Cfg.Config, options: EdgeOptions = {}): Effect.Effect<Edge, unknown, Scope.Scope> =>
+  Effect.gen(function* () {
+    const storeLayer = options.store ?? Layer.unwrapScoped(Effect.map(tempDir, (dir) => layerRocksDb(dir)))
+    const base = services(config).pipe(Layer.provideMerge(storeLayer))
+    const gate = options.closed === true ? Gate.layer : Gate.layerOpen
+    const ctx = yield* Layer.build(Http.layer(config).pipe(Layer.provideMerge(gate), Layer.provideMerge(base)))
+    const origin = Http.originOf(Context.get(ctx, HttpServer.HttpServer).address)
+    const context = ctx as unknown as Context.Context<Gate.ApiServices>
+    return {
+      url: origin,
+      store: Context.get(ctx, Store),
+      context,
+      run: (effect) => Effect.runPromise(Effect.provide(effect, context)),
+      fetch: (p, init) => fetch(origin + p, init)
+    }
+  })
+
+/** Body and status of a response, the body parsed as JSON when it is JSON. */
+export const read = async (r: Response): Promise<{ status: number; body: any; headers: Headers }> => {
+  const text = await r.text()
+  let body: unknown = text
+  try {
+    body = text === "" ? null : JSON.parse(text)
+  } catch {
+    // not JSON
+  }
+  return { status: r.status, body, headers: r.headers }
+}
+
+/** The value of one series in Prometheus text, 0 when absent. */
+export const metricValue = (text: string, series: string): number => {
+  const line = text.split("\n").find((l) => l.startsWith(series + " "))
+  return line === undefined ? 0 : Number(line.slice(series.length + 1))
+}
