@@ -161,8 +161,38 @@ const Log = Schema.Struct({
   level: Schema.optionalWith(LogLevel, { default: () => "info" as const })
 })
 
+const DAY = 24 * 3_600_000
+const GiB = 1024 * MiB
+
+/** Passed to the Archive (src/layers/archive.ts `ArchiveOptions`). */
 const Archive = Schema.Struct({
-  enabled: Schema.optionalWith(Schema.Boolean, { default: () => false })
+  enabled: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  /** Obligations of hooks received longer ago than this are dropped unwritten (counted). */
+  retentionMs: Schema.optionalWith(int(60_000, 365 * DAY), { default: () => 7 * DAY }),
+  /** A segment past this size is closed. */
+  segmentBytes: Schema.optionalWith(int(MiB, 4 * GiB), { default: () => 64 * MiB })
+})
+
+/** Passed to the Quarantine (src/layers/quarantine.ts `QuarantineOptions`). */
+const QuarantineSettings = Schema.Struct({
+  /** Records kept at most; past it the oldest are dropped. 0 keeps none (failures are only refused). */
+  maxCount: Schema.optionalWith(int(0, 10_000_000), { default: () => 10_000 }),
+  /** Bytes kept at most (key + value of every record). */
+  maxBytes: Schema.optionalWith(int(1_024, 16 * GiB), { default: () => 64 * MiB }),
+  retentionMs: Schema.optionalWith(int(60_000, 365 * DAY), { default: () => 7 * DAY })
+})
+
+/** Passed to the Audit service (src/layers/audit.ts `AuditOptions`). */
+const AuditSettings = Schema.Struct({
+  retentionMs: Schema.optionalWith(int(DAY, 3_650 * DAY), { default: () => 90 * DAY })
+})
+
+/** Passed to the DLQ ceiling (src/layers/dlq-ceiling.ts `DlqCeilingOptions`). */
+const Dlq = Schema.Struct({
+  /** Dead rows kept at most (the `dead` counter); past it the oldest are dropped (counted). */
+  maxRows: Schema.optionalWith(int(1, 1_000_000_000), { default: () => 1_000_000 }),
+  /** Queue bytes (the `bytes` counter) past which the oldest dead rows are shed. */
+  maxBytes: Schema.optionalWith(int(MiB, 1_024 * GiB), { default: () => 8 * GiB })
 })
 
 const Admin = Schema.Struct({
@@ -226,6 +256,9 @@ const Fields = Schema.Struct({
   gauges: Schema.optionalWith(Gauges, { default: () => Schema.decodeSync(Gauges)({}) }),
   log: Schema.optionalWith(Log, { default: () => Schema.decodeSync(Log)({}) }),
   archive: Schema.optionalWith(Archive, { default: () => Schema.decodeSync(Archive)({}) }),
+  quarantine: Schema.optionalWith(QuarantineSettings, { default: () => Schema.decodeSync(QuarantineSettings)({}) }),
+  audit: Schema.optionalWith(AuditSettings, { default: () => Schema.decodeSync(AuditSettings)({}) }),
+  dlq: Schema.optionalWith(Dlq, { default: () => Schema.decodeSync(Dlq)({}) }),
   admin: Schema.optionalWith(Admin, { default: () => Schema.decodeSync(Admin)({}) }),
   writer: Schema.optionalWith(Writer, { default: () => Schema.decodeSync(Writer)({}) }),
   pipeline: Schema.optionalWith(Pipeline, { default: () => Schema.decodeSync(Pipeline)({}) })
