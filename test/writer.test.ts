@@ -1,11 +1,15 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Either, Exit, Fiber, Layer, Scope, TestClock } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Context, Deferred, Effect, Either, Exit, Fiber, Layer, Scope, TestClock } from "effect"
 import * as Counters from "../src/domain/counters.js"
 import * as Deliveries from "../src/domain/deliveries.js"
 import * as HookId from "../src/domain/hook-id.js"
 import * as Keys from "../src/domain/keys.js"
 import { TenantLimit } from "../src/domain/tenants.js"
 import { layerMemory, MemoryDb } from "../src/layers/store-memory.js"
+import { layerRocksDb } from "../src/layers/store-rocksdb.js"
 import { Store, type StoreShape } from "../src/layers/store.js"
 import { layer as tenantsLayer, Tenants } from "../src/layers/tenants.js"
 import { type IngestRequest, type IngestResult, layer as writerLayer, type SubmitError, Writer, type WriterOptions } from "../src/layers/writer.js"
@@ -65,6 +69,12 @@ const memoryBackend = (): Backend => {
   const db = new MemoryDb()
   return { name: "memory", open: () => layerMemory({ db }) }
 }
+
+/** RocksDB in a temp dir, removed when the scope closes. */
+const rocksBackend = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "ankusa-writer-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+).pipe(Effect.map((dir): Backend => ({ name: "rocksdb", open: () => layerRocksDb(dir) })))
 
 const stack = (store: StoreLayer, probe: Probe, opts: WriterOptions = {}) =>
   Layer.mergeAll(writerLayer(opts), tenantsLayer).pipe(Layer.provideMerge(probe.layer.pipe(Layer.provide(store))))
@@ -190,6 +200,33 @@ const ordinalCase = (backend: Backend) =>
       // Seqs are never reused across a restart either.
       expect(Math.min(...results.map((r) => r.seq))).toBeGreaterThan(first.maxSeq)
     }).pipe(Effect.provide(stack(backend.open(), new Probe(), { maxBatch: 16 })))
+  })
+
+const shutdownCase = (backend: Backend) =>
+  Effect.gen(function* () {
+    const probe = new Probe()
+    const scope = yield* Scope.make()
+    const ctx = yield* Layer.buildWithScope(stack(backend.open(), probe), scope)
+    const writer = Context.get(ctx, Writer)
+    const hold = yield* Deferred.make<void>()
+    probe.hold = hold
+    const lead = yield* Effect.fork(writer.submit(req("a")))
+    yield* waitUntil(Effect.sync(() => probe.held))
+    const queued = yield* Effect.forEach(["a", "b", "c"], (t) => Effect.fork(writer.submit(req(t))))
+    yield* waitUntil(Effect.map(writer.queued, (n) => n === 3))
+    const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+    yield* Effect.sleep(5)
+    const late = yield* Effect.either(writer.submit(req("d")))
+    expect(Either.isLeft(late) && late.left._tag === "WriterClosed").toBe(true)
+    yield* Deferred.succeed(hold, undefined)
+    yield* Fiber.join(closing)
+    const seqs = [(yield* Fiber.join(lead)).seq, ...(yield* Effect.forEach(queued, (f) => Effect.map(Fiber.join(f), (r) => r.seq)))]
+    // After a restart every answered hook is there.
+    yield* Effect.gen(function* () {
+      const store = yield* Store
+      for (const seq of seqs) expect(yield* store.get("hooks", Keys.hookKey(seq))).toBeDefined()
+      yield* expectConsistentTenants(new Set(["a", "b", "c"]))
+    }).pipe(Effect.provide(stack(backend.open(), new Probe())))
   })
 
 const isTenantLimit = (e: Either.Either<IngestResult, SubmitError>, max: number) =>
@@ -395,34 +432,7 @@ describe("Writer", () => {
     }).pipe(Effect.provide(stack(layerMemory(), probe, { queueBytes: 32 })))
   })
 
-  it.live("shutdown commits the queued requests and refuses new ones", () =>
-    Effect.gen(function* () {
-      const db = new MemoryDb()
-      const probe = new Probe()
-      const scope = yield* Scope.make()
-      const ctx = yield* Layer.buildWithScope(stack(layerMemory({ db }), probe), scope)
-      const writer = ctx.unsafeMap.get(Writer.key) as Writer["Type"]
-      const hold = yield* Deferred.make<void>()
-      probe.hold = hold
-      const lead = yield* Effect.fork(writer.submit(req("a")))
-      yield* waitUntil(Effect.sync(() => probe.held))
-      const queued = yield* Effect.forEach(["a", "b", "c"], (t) => Effect.fork(writer.submit(req(t))))
-      yield* waitUntil(Effect.map(writer.queued, (n) => n === 3))
-      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
-      yield* Effect.sleep(5)
-      const late = yield* Effect.either(writer.submit(req("d")))
-      expect(Either.isLeft(late) && late.left._tag === "WriterClosed").toBe(true)
-      yield* Deferred.succeed(hold, undefined)
-      yield* Fiber.join(closing)
-      const seqs = [(yield* Fiber.join(lead)).seq, ...(yield* Effect.forEach(queued, (f) => Effect.map(Fiber.join(f), (r) => r.seq)))]
-      // After a restart every answered hook is there.
-      yield* Effect.gen(function* () {
-        const store = yield* Store
-        for (const seq of seqs) expect(yield* store.get("hooks", Keys.hookKey(seq))).toBeDefined()
-        yield* expectConsistentTenants(new Set(["a", "b", "c"]))
-      }).pipe(Effect.provide(stack(layerMemory({ db }), new Probe())))
-    })
-  )
+  it.live("shutdown commits the queued requests and refuses new ones", () => shutdownCase(memoryBackend()))
 
   it.live("the tenant cache is bounded, cleared whole when full, and a hit reads nothing", () =>
     Effect.gen(function* () {
@@ -458,6 +468,29 @@ describe("Writer", () => {
     })
   )
 
+  it.live("exclusive runs with no ingest commit in between", () => {
+    const probe = new Probe()
+    return Effect.gen(function* () {
+      const writer = yield* Writer
+      yield* writer.submit(req("a"))
+      const inside = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const section = yield* Effect.fork(
+        writer.exclusive(Effect.zipRight(Deferred.succeed(inside, undefined), Deferred.await(release)).pipe(Effect.as(probe.writes)))
+      )
+      yield* Deferred.await(inside)
+      const writes = probe.writes
+      const pending = yield* Effect.fork(writer.submit(req("b")))
+      yield* Effect.sleep(20)
+      // The request was taken but its commit waits for the section.
+      expect(probe.writes).toBe(writes)
+      yield* Deferred.succeed(release, undefined)
+      expect(yield* Fiber.join(section)).toBe(writes)
+      expect((yield* Fiber.join(pending)).duplicate).toBe(false)
+      expect(probe.writes).toBe(writes + 1)
+    }).pipe(Effect.provide(stack(layerMemory(), probe)))
+  })
+
   it.live("a request the store cannot key is refused before it is queued", () =>
     Effect.gen(function* () {
       const writer = yield* Writer
@@ -470,4 +503,11 @@ describe("Writer", () => {
       expect(yield* hookCount).toBe(0)
     }).pipe(Effect.provide(stack(layerMemory(), new Probe())))
   )
+})
+
+// Concurrency and durability on the real store: reopening the temp dir is the restart.
+describe("Writer on RocksDB", () => {
+  it.live("tenant ordinal is assigned once and never reused", () => Effect.scoped(Effect.flatMap(rocksBackend, ordinalCase)))
+
+  it.live("shutdown commits the queued requests and refuses new ones", () => Effect.scoped(Effect.flatMap(rocksBackend, shutdownCase)))
 })

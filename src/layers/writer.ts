@@ -52,6 +52,13 @@ export interface WriterShape {
   readonly submit: (req: IngestRequest) => Effect.Effect<IngestResult, SubmitError>
   /** Requests taken by nobody yet (a gauge of back-pressure; tests use it to line up one batch). */
   readonly queued: Effect.Effect<number>
+  /**
+   * Run `effect` with no ingest commit in between: the Writer's commit section
+   * (a batch's reads through its write). For a read-then-write elsewhere that an
+   * ingest commit must not split (the dedupe sweep). Keep it short: ingest waits;
+   * and never submit from inside it (it would wait for itself).
+   */
+  readonly exclusive: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 export class Writer extends Context.Tag("ankusa/Writer")<Writer, WriterShape>() {}
@@ -169,6 +176,7 @@ export const make = (options: WriterOptions = {}) =>
     let queuedBytes = 0
     let carry: Array<Item> = []
     let closing = false
+    const section = yield* Effect.makeSemaphore(1)
 
     const took = (items: Iterable<Item>) => {
       for (const it of items) queuedBytes -= it.bytes
@@ -293,7 +301,7 @@ export const make = (options: WriterOptions = {}) =>
 
     // Every request of the batch gets an answer: a failed commit fails them all (completed ones stay completed).
     const run = (items: ReadonlyArray<Item>) =>
-      commit(items).pipe(
+      section.withPermits(1)(commit(items)).pipe(
         Effect.catchAllCause((cause) =>
           Effect.logError("writer: batch failed", Cause.pretty(cause)).pipe(
             Effect.zipRight(Effect.forEach(items, (it) => Deferred.failCause(it.done, cause), { discard: true }))
@@ -378,7 +386,7 @@ export const make = (options: WriterOptions = {}) =>
 
     const queued = Effect.map(Queue.size(queue), (n) => Math.max(0, n) + carry.length)
 
-    return { submit, queued } satisfies WriterShape
+    return { submit, queued, exclusive: section.withPermits(1) } satisfies WriterShape
   })
 
 /** The Writer over the `Store`; closing its scope drains the queue (see `make`). */
