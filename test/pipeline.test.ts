@@ -208,7 +208,7 @@ describe("pipeline", () => {
                 )
               )
           ),
-          { numRuns: 15 }
+          { numRuns: 10 }
         )
       )
     })
@@ -268,7 +268,7 @@ describe("pipeline", () => {
                   )
                 )
             ),
-            { numRuns: 15 }
+            { numRuns: 10 }
           )
         )
       })
