@@ -1,0 +1,196 @@
+/**
+ * `ankusa store …`: the operator's commands on a node's store (TEN-1 §7, §8).
+ * - `store migrate [--dry-run]`: run the pending format migrations (what boot
+ *   does), with progress; a dry run lists them and changes nothing.
+ * - `store fixture PATH [--format 2|3]`: write the standard fixture store as a
+ *   `.tar.zst` archive (test/fixtures/store-v2.tar.zst, store-v3.tar.zst).
+ * - `store check`: counters against a fold of the families and the layout's
+ *   invariants (`checkStore`); exit code 1 on any difference.
+ * The store is `<dataDir>/store` (`storeDirOf`); dataDir comes from the
+ * configuration (`--config`, `ANKUSA_DATA_DIR`, `--data-dir`).
+ */
+import { Args, Command, HelpDoc, Options, ValidationError } from "@effect/cli"
+import { Console, Data, Effect, Option } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Registry from "../domain/migrations/registry.js"
+import * as Config from "../layers/config.js"
+import { checkStore, formatReport } from "../layers/check.js"
+import * as Fixture from "../layers/fixture.js"
+import * as Migrate from "../layers/migrate.js"
+import * as Archive from "../layers/store-archive.js"
+import { CURRENT_FORMAT } from "../layers/store-open.js"
+import { makeRocksDbStore } from "../layers/store-rocksdb.js"
+import type { StoreOpenError } from "../layers/store.js"
+
+/** Progress lines of `store migrate`, at most one per interval. */
+export const CLI_PROGRESS_INTERVAL_MS = 1_000
+
+/** Where a node keeps its RocksDB store inside its data directory. */
+export const storeDirOf = (dataDir: string): string => path.join(dataDir, "store")
+
+export class StoreMissing extends Data.TaggedError("StoreMissing")<{ readonly dir: string }> {
+  override get message() {
+    return `no store at ${this.dir} (no RocksDB CURRENT file); check --data-dir`
+  }
+}
+
+export class CheckFailed extends Data.TaggedError("CheckFailed")<{ readonly differences: number }> {
+  override get message() {
+    return `store check found ${this.differences} difference(s)`
+  }
+}
+
+export class NotMigrated extends Data.TaggedError("NotMigrated")<{ readonly dir: string; readonly format: number }> {
+  override get message() {
+    return `store ${this.dir} is at format ${this.format}; run \`ankusa store migrate\` (or boot this release) first`
+  }
+}
+
+const requireStore = (dir: string) =>
+  fs.existsSync(path.join(dir, "CURRENT")) ? Effect.void : Effect.fail(new StoreMissing({ dir }))
+
+/**
+ * The store's format without fencing it: open it as a format 2 build first
+ * (which creates no format 3 column family), so a dry run or a check leaves a
+ * format 2 store openable by the release it came from. A store the format 2
+ * build does not know was already opened by format 3 code.
+ */
+export const probeFormat = (dir: string): Effect.Effect<number, StoreOpenError | StoreMissing> =>
+  Effect.gen(function* () {
+    yield* requireStore(dir)
+    return yield* Effect.scoped(
+      Effect.flatMap(makeRocksDbStore(dir, { supportedFormat: 2, commitThread: "main" }), (s) => s.format)
+    ).pipe(
+      Effect.catchTag("StoreFormatNewer", (e) => Effect.succeed(e.found)),
+      Effect.catchIf(
+        (e) => e._tag === "StoreError" && /column families this build does not know/.test(e.message),
+        () => Effect.scoped(Effect.flatMap(makeRocksDbStore(dir, { commitThread: "main" }), (s) => s.format))
+      )
+    )
+  })
+
+/** `store migrate --dry-run`: the lines it prints (one per pending migration). */
+export const dryRunLines = (dir: string) =>
+  Effect.gen(function* () {
+    const format = yield* probeFormat(dir)
+    const pending = yield* Migrate.pendingFor(format)
+    return pending.map(Registry.describe)
+  })
+
+export const migrate = (dir: string, opts: { readonly dryRun: boolean; readonly maxTenants?: number; readonly stepRows?: number }) =>
+  Effect.gen(function* () {
+    if (opts.dryRun) {
+      const lines = yield* dryRunLines(dir)
+      if (lines.length === 0) yield* Console.log(`store ${dir} is at format ${CURRENT_FORMAT}: nothing to migrate`)
+      for (const l of lines) yield* Console.log(l)
+      return
+    }
+    yield* requireStore(dir)
+    const report = yield* Effect.scoped(
+      Effect.flatMap(makeRocksDbStore(dir), (store) =>
+        Migrate.runPending(store, {
+          ...(opts.maxTenants === undefined ? {} : { maxTenants: opts.maxTenants }),
+          ...(opts.stepRows === undefined ? {} : { stepRows: opts.stepRows }),
+          progressIntervalMs: CLI_PROGRESS_INTERVAL_MS,
+          onProgress: (p) =>
+            Console.log(`${p.from} -> ${p.to}: ${p.rows} rows moved in ${p.steps} steps, ${p.rowsPerSecond} rows/s (phase ${p.phase})${p.done ? ", done" : ""}`)
+        })
+      )
+    )
+    if (report.runs.length === 0) yield* Console.log(`store ${dir} is at format ${report.format}: nothing to migrate`)
+    for (const r of report.runs) {
+      const rate = r.elapsedMs > 0 ? Math.round((r.rows * 1000) / r.elapsedMs) : r.rows
+      yield* Console.log(`migrated ${r.from} -> ${r.to}${r.resumed ? " (resumed)" : ""}: ${r.rows} rows in ${r.steps} steps, ${r.elapsedMs} ms, ${rate} rows/s`)
+    }
+    if (report.overage > 0) yield* Console.error(`warning: ${report.tenants} tenants, ${report.overage} past tenants.max`)
+  })
+
+/** Write the standard fixture store of `format` to `file` as `.tar.zst`. */
+export const fixture = (file: string, format: 2 | 3) =>
+  Effect.gen(function* () {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-fixture-"))
+    const hooks = Fixture.standardHooks(format)
+    yield* Effect.gen(function* () {
+      // The store is closed (scope ended) before its files are archived.
+      yield* Effect.scoped(
+        Effect.flatMap(makeRocksDbStore(dir, { supportedFormat: format, commitThread: "main" }), (store) =>
+          format === 2 ? Fixture.writeV2(store, hooks, { sync: true }) : Fixture.writeV3(store, hooks, { sync: true })
+        )
+      )
+      const bytes = yield* Archive.pack(dir, file)
+      yield* Console.log(`wrote ${file}: format ${format} store, ${hooks.length} hooks, ${bytes} bytes`)
+    }).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))))
+  })
+
+export const check = (dir: string) =>
+  Effect.gen(function* () {
+    const format = yield* probeFormat(dir)
+    if (format < CURRENT_FORMAT) return yield* Effect.fail(new NotMigrated({ dir, format }))
+    const report = yield* Effect.scoped(Effect.flatMap(makeRocksDbStore(dir, { commitThread: "main" }), checkStore))
+    yield* Console.log(formatReport(report))
+    if (!report.ok) return yield* Effect.fail(new CheckFailed({ differences: report.differenceCount }))
+  })
+
+// ---------------------------------------------------------------------------
+// The commands
+
+const configFile = Options.file("config").pipe(
+  Options.withDescription("Configuration file (YAML or JSON); default: ANKUSA_CONFIG or the built-in default"),
+  Options.optional
+)
+const dataDir = Options.text("data-dir").pipe(
+  Options.withDescription("Data directory (the store is <data-dir>/store); default: the configuration's dataDir"),
+  Options.optional
+)
+
+const resolve = (config: Option.Option<string>, dir: Option.Option<string>) =>
+  Effect.map(Config.load({ file: Option.getOrUndefined(config), dataDir: Option.getOrUndefined(dir) }), (c) => ({
+    dir: storeDirOf(c.dataDir),
+    maxTenants: c.tenants.max
+  }))
+
+/** Print the error's message on stderr and fail with it: the CLI exits 1. */
+const reported = <A, E extends { readonly message: string }, R>(e: Effect.Effect<A, E, R>) =>
+  Effect.tapError(e, (err) => Console.error(`error: ${err.message}`))
+
+const migrateCommand = Command.make(
+  "migrate",
+  {
+    dryRun: Options.boolean("dry-run").pipe(Options.withDescription("List the pending migrations and change nothing")),
+    config: configFile,
+    dataDir
+  },
+  (a) =>
+    reported(
+      Effect.flatMap(resolve(a.config, a.dataDir), (c) => migrate(c.dir, { dryRun: a.dryRun, maxTenants: c.maxTenants }))
+    )
+).pipe(Command.withDescription("Run the pending store format migrations (boot runs them too)"))
+
+const fixtureCommand = Command.make(
+  "fixture",
+  {
+    path: Args.text({ name: "PATH" }).pipe(Args.withDescription("Archive to write (.tar.zst)")),
+    format: Options.text("format").pipe(
+      Options.withDefault("3"),
+      // Validated here so the message names the option (choice's does not).
+      Options.mapEffect((v) =>
+        v === "2" || v === "3"
+          ? Effect.succeed(v === "2" ? (2 as const) : (3 as const))
+          : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--format must be 2 or 3, got ${JSON.stringify(v)}`)))
+      ),
+      Options.withDescription("Store format of the fixture: 2 or 3 (default 3)")
+    )
+  },
+  (a) => reported(fixture(a.path, a.format))
+).pipe(Command.withDescription("Write the standard fixture store as a .tar.zst archive"))
+
+const checkCommand = Command.make("check", { config: configFile, dataDir }, (a) =>
+  reported(Effect.flatMap(resolve(a.config, a.dataDir), (c) => check(c.dir)))
+).pipe(Command.withDescription("Check every counter against a fold of the families, and the layout's invariants"))
+
+export const storeCommand = Command.make("store").pipe(
+  Command.withDescription("Operate on the node's store"),
+  Command.withSubcommands([migrateCommand, fixtureCommand, checkCommand])
+)
