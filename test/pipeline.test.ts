@@ -6,6 +6,7 @@ import fc from "fast-check"
 import * as Counters from "../src/domain/counters.js"
 import * as Deliveries from "../src/domain/deliveries.js"
 import * as K from "../src/domain/keys.js"
+import { del, put } from "../src/domain/ops.js"
 import type { RetrySchedule } from "../src/domain/retry-schedule.js"
 import * as Signature from "../src/domain/signature.js"
 import * as M from "../src/layers/delivery-metrics.js"
@@ -294,6 +295,34 @@ describe("pipeline", () => {
       // One due-range read per visited tenant for claiming, none for the 997 others.
       const stats = yield* w.store.stats
       expect(stats.scans["due"] ?? 0).toBeLessThanOrEqual(3 * 3)
+    })
+  )
+
+  it.scopedLive("a row whose hook is gone or undecodable is dropped, one whose sink is unknown is dead-lettered", () =>
+    Effect.gen(function* () {
+      const w = yield* rocksWorld
+      const sink = yield* startSink()
+      const ingest = makeIngest(w.store)
+      const [gone, garbled, orphanedSink] = yield* ingest([
+        { tenant: "acme", sinks: ["s"], at: Date.now() },
+        { tenant: "acme", sinks: ["s", "s2"], at: Date.now() },
+        { tenant: "acme", sinks: ["removed"], at: Date.now() }
+      ])
+      yield* w.store.write([del("hooks", K.hookKey(gone!.seq)), put("hooks", K.hookKey(garbled!.seq), Buffer.from("not an envelope"))], { sync: false })
+      const before = { dropped: yield* count("unknown", "dropped"), dead: yield* count("removed", "dead") }
+      const { pipeline } = yield* startPipeline(w, { tickMs: 20, sinks: [sinkOf("s", sink.url)] })
+      yield* until(
+        "every row settled",
+        Effect.zipWith(w.queue.aggregate, pipeline.inflight, (c, n) => c.pending + c.scheduled + c.inflight === 0 && n === 0)
+      )
+      expect(sink.received).toHaveLength(0)
+      expect((yield* count("unknown", "dropped")) - before.dropped).toBe(3)
+      expect((yield* count("removed", "dead")) - before.dead).toBe(1)
+      // Dropped rows are gone with their bytes; the unknown sink's row waits in the DLQ for a replay.
+      for (const [h, n] of [[gone!, 1], [garbled!, 2]] as const) for (let s = 0; s < n; s++) expect(yield* row(w, h.seq, s)).toBeUndefined()
+      expect(yield* w.queue.counters(orphanedSink!.ord)).toEqual({ ...Counters.zero, dead: 1, bytes: orphanedSink!.size })
+      const dead = yield* w.queue.dead({ ords: [orphanedSink!.ord], limit: 10 })
+      expect(dead.items.map((d) => d.seq)).toEqual([orphanedSink!.seq])
     })
   )
 
