@@ -429,7 +429,7 @@ describe("queue transitions", () => {
           })
         )
       ),
-      { numRuns: 200 }
+      { numRuns: 120 }
     )
     // The runs exercised every transition (a property that never reaches one proves nothing about it).
     const labels = [...OPS.filter((o) => o !== "tick" && o !== "purge" && o !== "purgeTenant"), "purge:due", "purge:dead", "tick:deleted", "purgeTenant:pending", "purgeTenant:dead"]
@@ -522,7 +522,7 @@ describe("queue transitions", () => {
           })
         )
       ),
-      { numRuns: 200 }
+      { numRuns: 150 }
     )
     // The race the cleanup exists for was exercised, not just the quiet path.
     // (Several buckets at once, every interleaving point: test/queue-active.test.ts.)
