@@ -204,4 +204,38 @@ describe("queue reads", () => {
         expect((yield* queue.deadPage({ limit: 100 })).items).toEqual(all)
       })
     ))
+  it("pending for a source folds only its fixed tenant's ranges", () =>
+    run(({ store, queue }) =>
+      Effect.gen(function* () {
+        yield* store.write(allocAll(2), { sync: false })
+        // Tenant 1: three hooks from "fixed" and two from "shared"; tenant 2: two from "shared".
+        const hooks = [
+          { ord: 1, src: "fixed" },
+          { ord: 1, src: "fixed" },
+          { ord: 1, src: "fixed" },
+          { ord: 1, src: "shared" },
+          { ord: 1, src: "shared" },
+          { ord: 2, src: "shared" },
+          { ord: 2, src: "shared" }
+        ]
+        for (const [i, h] of hooks.entries()) {
+          const env = envelope({ id: `h${i + 1}`, tenant: `t${h.ord}`, sourceId: h.src })
+          yield* commit(store, [Deliveries.ingest({ seq: i + 1, ord: h.ord, envelope: env, sinkCount: 1, at: NOW + i, archive: false })])
+        }
+        // One "fixed" row claimed, one retried.
+        const [a, b] = yield* queue.dueForTenant(1, NOW + 10, 0, 2, 1_000_000)
+        yield* commit(store, [Deliveries.claim(a!.ref, a!.value), Deliveries.claim(b!.ref, b!.value)])
+        yield* commit(store, [Deliveries.retry({ ord: 1, seq: b!.ref.seq, sink: 0 }, Deliveries.freshRow(b!.value.size), NOW + 60_000)])
+
+        yield* store.resetStats
+        expect(yield* queue.pendingForSource("fixed", 1)).toEqual({ pending: 1, scheduled: 1, inflight: 1 })
+        const stats = yield* store.stats
+        // Tenant 1's due and inflight ranges only, and its hooks; never tenant 2's rows.
+        expect(stats.scans).toEqual({ due: 1, inflight: 1 })
+        expect(stats.pointReads).toEqual({ hooks: 5 })
+        // A shared source folds every tenant's rows (O(backlog), documented).
+        expect(yield* queue.pendingForSource("shared")).toEqual({ pending: 4, scheduled: 0, inflight: 0 })
+        expect(yield* queue.pendingForSource("shared", 2)).toEqual({ pending: 2, scheduled: 0, inflight: 0 })
+      })
+    ))
 })
