@@ -345,16 +345,15 @@ export const make = (store: StoreShape): QueueShape => {
       return { items, cursor: exhausted || n === 0 ? undefined : last }
     })
 
-  const purgePending = (ord: number, chunk: number) =>
+  const purgePendingChunk = (ord: number, lo: Uint8Array, chunk: number) =>
     withTenant(
       ord,
       Effect.gen(function* () {
-        const page = yield* store.scan("index", Deliveries.tenantDueRange(ord), { limit: chunk })
-        if (page.length > 0) {
-          const ts = page.map((e) => Deliveries.purgeDue(K.decodeDueKey(e.key), K.decodeDueValue(e.value)))
-          yield* store.write(Deliveries.batch(ts), { sync: true })
-        }
-        return { purged: page.length, scanned: page.length }
+        const page = yield* store.scan("index", { lo, hi: Deliveries.tenantDueRange(ord).hi }, { limit: chunk })
+        if (page.length === 0) return { purged: 0, scanned: 0, next: lo }
+        const ts = page.map((e) => Deliveries.purgeDue(K.decodeDueKey(e.key), K.decodeDueValue(e.value)))
+        yield* store.write(Deliveries.batch(ts), { sync: true })
+        return { purged: page.length, scanned: page.length, next: keyAfter(page[page.length - 1]!.key) }
       })
     )
 
@@ -388,18 +387,21 @@ export const make = (store: StoreShape): QueueShape => {
       let chunks = 0
       let pending = 0
       let dead = 0
+      // One pass over each range with a cursor: never re-reads the purged keys (tombstones in RocksDB)
+      // nor rows left behind (a broken mirror). A row enqueued behind the cursor meanwhile survives;
+      // calling again purges it.
       if (kinds.includes("pending")) {
-        // Purged rows are gone, so each chunk reads from the range start again.
+        let lo = Deliveries.tenantDueRange(ord).lo
         for (;;) {
           if (chunks >= maxChunks) return { pending, dead, done: false }
-          const r = yield* purgePending(ord, chunk)
+          const r = yield* purgePendingChunk(ord, lo, chunk)
           chunks++
           pending += r.purged
+          lo = r.next
           if (r.scanned < chunk) break
         }
       }
       if (kinds.includes("dead")) {
-        // A cursor, so rows left behind (a broken mirror) are passed rather than rescanned.
         let lo = Deliveries.tenantDeadRange(ord).lo
         for (;;) {
           if (chunks >= maxChunks) return { pending, dead, done: false }
