@@ -4,6 +4,7 @@
  * is answered by `errors.ts`; a defect is logged and answered 500.
  */
 import { HttpRouter, HttpServer } from "@effect/platform"
+import type { ServeError } from "@effect/platform/HttpServerError"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Effect, Layer } from "effect"
 import { createServer } from "node:http"
@@ -33,14 +34,13 @@ export const app = (config: Config) =>
   )
 
 /** The server on `http.host:http.port` (port 0: a free one; read it from `HttpServer.HttpServer`'s address). */
-export const layer = (config: Config): Layer.Layer<HttpServer.HttpServer, never, Gate> =>
+export const layer = (config: Config): Layer.Layer<HttpServer.HttpServer, ServeError, Gate> =>
   HttpServer.serve(app(config)).pipe(
     Layer.provideMerge(
       Layer.effectDiscard(Metrics.register).pipe(
         Layer.provideMerge(NodeHttpServer.layer(createServer, { host: config.http.host, port: config.http.port }))
       )
-    ),
-    Layer.orDie
+    )
   )
 
 /** `http://host:port` of a bound server (the `{self}` of sink URLs). */
