@@ -3,10 +3,11 @@
  * batches of puts and merges (test/support/store-crash-child.ts) and is
  * SIGKILLed at a random moment; after each kill the store reopens with every
  * batch whole or absent, every acknowledged batch present, and counters equal
- * to the merges of the batches that survived.
+ * to the merges of the batches that survived. While the child runs, an open
+ * from this process fails with StoreLocked.
  */
 import { expect, it } from "@effect/vitest"
-import { Chunk, Effect, Stream } from "effect"
+import { Chunk, Deferred, Effect, Exit, Stream } from "effect"
 import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -17,37 +18,43 @@ import { counters, PUTS } from "./support/store-crash-child.js"
 
 const CHILD = join(import.meta.dirname, "support", "store-crash-child.ts")
 
-/** Run the child until it has acknowledged at least `minCommits`, then SIGKILL it after `delayMs`. Returns the last acknowledged batch. */
-const runAndKill = (dir: string, thread: "main" | "worker", minCommits: number, delayMs: number) =>
-  Effect.async<number, Error>((resume) => {
+/**
+ * Run the child until it has acknowledged at least `minCommits`, run `meanwhile`, then SIGKILL it
+ * after `delayMs`. Returns the last batch the child acknowledged.
+ */
+const runAndKill = (dir: string, thread: "main" | "worker", minCommits: number, delayMs: number, meanwhile: Effect.Effect<void>) =>
+  Effect.gen(function* () {
     const child = spawn(process.execPath, ["--import", "tsx", CHILD, dir, thread], { stdio: ["ignore", "pipe", "pipe"] })
+    yield* Effect.addFinalizer(() => Effect.sync(() => child.kill("SIGKILL")))
+    const reached = yield* Deferred.make<void>()
+    const exited = yield* Deferred.make<NodeJS.Signals | null>()
     let first: number | undefined
     let last = 0
-    let killing = false
     let stderr = ""
+    let buffered = ""
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
     child.stdout.setEncoding("utf8")
-    let buffered = ""
     child.stdout.on("data", (d: string) => {
       buffered += d
       const lines = buffered.split("\n")
       buffered = lines.pop()!
       for (const line of lines) {
-        const n = Number(line.replace("committed ", ""))
-        first ??= n
-        last = n
-        if (!killing && n - first + 1 >= minCommits) {
-          killing = true
-          setTimeout(() => child.kill("SIGKILL"), delayMs)
-        }
+        last = Number(line.replace("committed ", ""))
+        first ??= last
+        if (last - first + 1 >= minCommits) Deferred.unsafeDone(reached, Exit.void)
       }
     })
-    child.on("exit", (code, signal) => {
-      if (signal === "SIGKILL") resume(Effect.succeed(last))
-      else resume(Effect.fail(new Error(`child exited with ${code}: ${stderr}`)))
-    })
-    return Effect.sync(() => child.kill("SIGKILL"))
-  })
+    child.on("exit", (_code, signal) => Deferred.unsafeDone(exited, Exit.succeed(signal)))
+    yield* Effect.raceFirst(
+      Deferred.await(reached),
+      Deferred.await(exited).pipe(Effect.flatMap(() => Effect.dieMessage(`child exited before ${minCommits} commits: ${stderr}`)))
+    )
+    yield* meanwhile
+    yield* Effect.sleep(delayMs)
+    child.kill("SIGKILL")
+    expect(yield* Deferred.await(exited)).toBe("SIGKILL")
+    return last
+  }).pipe(Effect.scoped)
 
 /** Every batch's rows, by batch number, and the counters, read from a reopened store. */
 const inspect = (dir: string) =>
@@ -78,7 +85,13 @@ it.live(
       for (const [round, thread] of (["worker", "main"] as const).entries()) {
         const minCommits = 3 + Math.floor(Math.random() * 20)
         const delayMs = Math.floor(Math.random() * 40)
-        acknowledged = yield* runAndKill(dir, thread, minCommits, delayMs)
+        // While the child holds the store, another process cannot open it: a typed StoreLocked, not a crash.
+        const locked = Effect.scoped(makeRocksDbStore(dir)).pipe(
+          Effect.flip,
+          Effect.map((e) => expect(e._tag).toBe("StoreLocked")),
+          Effect.orDie
+        )
+        acknowledged = yield* runAndKill(dir, thread, minCommits, delayMs, round === 0 ? locked : Effect.void)
         const { perBatch, deliveries, index, totals } = yield* inspect(dir)
         const n = perBatch.size
         const context = `round ${round} (${thread}), killed ${delayMs} ms after ${minCommits} commits`
