@@ -210,7 +210,12 @@ interface Obligation {
   readonly size: number
 }
 
-export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }) =>
+/** Test seams (the crash test stops the compactor between the fsync of a block and its settle). */
+export interface ArchiveSeams {
+  readonly afterAppend?: Effect.Effect<void>
+}
+
+export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }, seams: ArchiveSeams = {}) =>
   Effect.gen(function* () {
     const o: ArchiveOptions = { ...ArchiveDefaults, ...options }
     const store = yield* Store
@@ -287,6 +292,7 @@ export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }
         }
         if (settle.length === 0) return { archived: 0, dropped: 0, idle: true }
         const next = write.length > 0 ? yield* append(write) : cursor
+        if (write.length > 0 && seams.afterAppend !== undefined) yield* seams.afterAppend
         // TEN-1 §4: the settle (archive_pending −1) and the cursor commit together, synced.
         const extra = next === undefined ? [] : [put("default", CURSOR_KEY, encodeCursor(next))]
         yield* store.write(Deliveries.batch(settle, extra), { sync: true })
