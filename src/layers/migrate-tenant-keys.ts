@@ -2,30 +2,49 @@
  * The read half of migration 2 → 3 (TEN-1 §7): one step reads up to `rows`
  * old rows from the cursor on (seeking to `lastOldKey`, never the family
  * start), one multi-get of their hooks (unique by seq), one of the dead rows'
- * delivery rows, one of the tenants' `?n` rows and `m:next_ord`, then builds
- * the batch with the pure `TenantKeys.build`.
+ * delivery rows, one of the `?n` rows of tenants this run has not resolved
+ * yet and (once per run) `m:next_ord`, then builds the batch with the pure
+ * `TenantKeys.build`.
+ *
+ * A run keeps the ordinals it resolved or allocated in memory: nothing else
+ * allocates while it runs (nothing serves yet), so they are exact. The runner
+ * drops the run (and its memory) when a write fails; a resumed run starts
+ * empty and reads what the committed steps allocated.
  */
 import { Effect } from "effect"
 import * as K from "../domain/keys.js"
 import * as TenantKeys from "../domain/migrations/tenant-keys.js"
 import type { Batch } from "../domain/ops.js"
+import * as Tenants from "../domain/tenants.js"
 import type { StoreError, StoreShape } from "./store.js"
+
+/** Bound on a run's tenant → ord memory; cleared whole when full (a miss is one multi-get). */
+export const RUN_CACHE_ENTRIES = Tenants.CACHE_ENTRIES
+
+export interface RunState {
+  readonly ords: Map<string, number>
+  /** `m:next_ord` after the last step built, once read. */
+  nextOrd: number | undefined
+}
+
+export const runState = (): RunState => ({ ords: new Map(), nextOrd: undefined })
 
 export interface StepResult {
   readonly ops: Batch
   /** The next cursor, or "done" when this step's batch finishes the migration. */
   readonly cursor: Uint8Array | "done"
-  /** Old rows read (and moved or rewritten). */
+  /** Old rows moved or rewritten. */
   readonly rows: number
   readonly phase: TenantKeys.Phase
   readonly allocated: number
-  readonly nextOrd: number
 }
 
+/** Build the next step. `state` is updated as if the batch commits (the runner stops if it does not). */
 export const step = (
   store: StoreShape,
   cursorBytes: Uint8Array | undefined,
-  opts: { readonly startedAt: number; readonly rows: number }
+  opts: { readonly startedAt: number; readonly rows: number },
+  state: RunState = runState()
 ): Effect.Effect<StepResult, StoreError> =>
   Effect.gen(function* () {
     const first = TenantKeys.decodeCursor(cursorBytes)
@@ -41,22 +60,28 @@ export const step = (
       cur = TenantKeys.advance(cur, page.length, asked, page[page.length - 1]?.key)
     }
     const seqs = TenantKeys.hookSeqs(rows)
-    const hookValues = seqs.length === 0 ? [] : yield* store.multiGet("hooks", seqs.map(K.hookKey))
-    const hooks = new Map(seqs.map((s, i) => [s, hookValues[i]]))
+    const hooks = seqs.length === 0 ? [] : yield* store.multiGet("hooks", seqs.map(K.hookKey))
+    const tenants = TenantKeys.tenantsBySeq(seqs, hooks)
     const refs = TenantKeys.deliveryRefs(rows)
     const rowValues = refs.length === 0 ? [] : yield* store.multiGet("deliveries", refs.map((r) => K.deliveryKey(r.seq, r.sink)))
     const deliveries = new Map(refs.map((r, i) => [TenantKeys.refId(r), rowValues[i]]))
-    const tenants = TenantKeys.tenantsOf(rows, hooks)
-    const ordValues = tenants.length === 0 ? [] : yield* store.multiGet("tenants", tenants.map(K.tenantOrdKey))
-    const ords = new Map(tenants.map((t, i) => [t, ordValues[i]]))
-    const nextOrd = yield* store.get("default", K.Meta.nextOrd)
-    const out = TenantKeys.build({ rows, hooks, deliveries, ords, nextOrd, startedAt: opts.startedAt, next: cur })
+
+    const names = TenantKeys.tenantsOf(tenants)
+    const misses = names.filter((t) => !state.ords.has(t))
+    const missed = misses.length === 0 ? [] : yield* store.multiGet("tenants", misses.map(K.tenantOrdKey))
+    const ords = new Map<string, number | undefined>(names.map((t) => [t, state.ords.get(t)]))
+    misses.forEach((t, i) => ords.set(t, TenantKeys.decodeOrd(missed[i])))
+    const nextOrd = state.nextOrd ?? Tenants.nextOrdOf(yield* store.get("default", K.Meta.nextOrd))
+
+    const out = TenantKeys.build({ rows, tenants, deliveries, ords, nextOrd, startedAt: opts.startedAt, next: cur })
+    if (state.ords.size + out.resolved.size > RUN_CACHE_ENTRIES) state.ords.clear()
+    for (const [t, ord] of out.resolved) state.ords.set(t, ord)
+    state.nextOrd = out.nextOrd
     return {
       ops: out.ops,
       cursor: cur.phase === 5 ? "done" : TenantKeys.encodeCursor(cur),
       rows: out.moved,
       phase: first.phase,
-      allocated: out.allocated.length,
-      nextOrd: out.nextOrd
+      allocated: out.allocated.length
     } satisfies StepResult
   })

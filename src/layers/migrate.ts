@@ -7,7 +7,7 @@
  * puts the format stamp and deletes the marker and the cursor. A run killed
  * at any point resumes from the last committed cursor with the same start time.
  */
-import { Cause, Clock, Context, Data, Deferred, Effect, Exit, Layer, Ref } from "effect"
+import { Cause, Clock, Context, Data, Deferred, Effect, Exit, Fiber, Layer, Ref } from "effect"
 import * as K from "../domain/keys.js"
 import * as Registry from "../domain/migrations/registry.js"
 import type { MigrationInfo } from "../domain/migrations/registry.js"
@@ -91,14 +91,18 @@ interface StepOutcome {
   readonly rows: number
   readonly phase: string
 }
-type StepFn = (store: StoreShape, cursor: Uint8Array | undefined, ctx: StepContext) => Effect.Effect<StepOutcome, StoreError>
+/** A run of one migration: builds the step that starts at a cursor (it may keep memory across its steps). */
+type StepFn = (cursor: Uint8Array | undefined) => Effect.Effect<StepOutcome, StoreError>
 
-/** The step of each registered migration, by name (`Registry.Registry` lists them by (from, to)). */
-const Steps: Readonly<Record<string, StepFn>> = {
-  [TenantKeys.NAME]: (store, cursor, ctx) =>
-    TenantKeysStep.step(store, cursor, ctx).pipe(
-      Effect.map((r) => ({ ops: r.ops, cursor: r.cursor, rows: r.rows, phase: TenantKeys.phaseName(r.phase) }))
-    )
+/** The steps of each registered migration, by name (`Registry.Registry` lists them by (from, to)). */
+const Steps: Readonly<Record<string, (store: StoreShape, ctx: StepContext) => StepFn>> = {
+  [TenantKeys.NAME]: (store, ctx) => {
+    const state = TenantKeysStep.runState()
+    return (cursor) =>
+      TenantKeysStep.step(store, cursor, ctx, state).pipe(
+        Effect.map((r) => ({ ops: r.ops, cursor: r.cursor, rows: r.rows, phase: TenantKeys.phaseName(r.phase) }))
+      )
+  }
 }
 
 /** The default progress report: one log line. */
@@ -120,8 +124,8 @@ const runOne = (
   budget: { steps: number }
 ): Effect.Effect<MigrationRun, StoreError> =>
   Effect.gen(function* () {
-    const fn = Steps[m.name]
-    if (fn === undefined) return yield* Effect.dieMessage(`migration ${m.name} is registered without a step`)
+    const make = Steps[m.name]
+    if (make === undefined) return yield* Effect.dieMessage(`migration ${m.name} is registered without a step`)
     const marker = yield* store.get("default", Registry.migratingKey(m))
     let startedAt: number
     if (marker === undefined) {
@@ -131,39 +135,43 @@ const runOne = (
       startedAt = Registry.decodeStartedAt(marker)
       yield* Effect.logInfo(`resuming store migration ${Registry.describe(m)}`)
     }
-    const ctx: StepContext = { startedAt, rows: opts.stepRows ?? TenantKeys.STEP_ROWS }
+    const next = make(store, { startedAt, rows: opts.stepRows ?? TenantKeys.STEP_ROWS })
     const interval = opts.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS
     const t0 = yield* Clock.currentTimeMillis
     let lastReport = t0
-    let cursor: Uint8Array | undefined = yield* store.get("default", Registry.cursorKey(m))
     let steps = 0
     let rows = 0
     let done = false
-    while (!done && budget.steps > 0) {
-      const r = yield* fn(store, cursor, ctx)
+    let r = budget.steps > 0 ? yield* next(yield* store.get("default", Registry.cursorKey(m))) : undefined
+    while (r !== undefined) {
+      const current = r
       // TEN-1 §1 constraint 4: the step's ops and its cursor (or the stamp) in one synced write.
-      yield* store.write([...r.ops, ...Registry.commitOps(m, r.cursor)], { sync: true })
+      const write = yield* Effect.fork(store.write([...current.ops, ...Registry.commitOps(m, current.cursor)], { sync: true }))
       budget.steps--
+      // Build the next step while this one commits (its reads never touch what this write changes,
+      // and its ordinals come from the run's memory); a failed write ends the run.
+      const following =
+        current.cursor === "done" || budget.steps <= 0 ? undefined : yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.exit(next(current.cursor))))
+      yield* Fiber.join(write)
       steps++
-      rows += r.rows
-      done = r.cursor === "done"
-      if (r.cursor !== "done") cursor = r.cursor
+      rows += current.rows
+      done = current.cursor === "done"
       const now = yield* Clock.currentTimeMillis
       if (done || now - lastReport >= interval) {
         lastReport = now
         const elapsedMs = now - t0
-        const p: Progress = {
+        yield* (opts.onProgress ?? logProgress)({
           from: m.from,
           to: m.to,
           steps,
           rows,
           elapsedMs,
           rowsPerSecond: elapsedMs > 0 ? Math.round((rows * 1000) / elapsedMs) : rows,
-          phase: r.phase,
+          phase: current.phase,
           done
-        }
-        yield* (opts.onProgress ?? logProgress)(p)
+        })
       }
+      r = following === undefined ? undefined : yield* following
     }
     const elapsedMs = (yield* Clock.currentTimeMillis) - t0
     return { from: m.from, to: m.to, steps, rows, elapsedMs, resumed: marker !== undefined, complete: done }

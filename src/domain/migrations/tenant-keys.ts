@@ -138,11 +138,17 @@ export const tenantOfHook = (bytes: Uint8Array | undefined): string => {
   return t === undefined || t === null || !Tenants.validTenantId(t) ? DEFAULT_TENANT : t
 }
 
-/** Tenants whose `?n` rows a step reads, in first-seen order. */
-export const tenantsOf = (
-  rows: ReadonlyArray<OldRow>,
-  hooks: ReadonlyMap<number, Uint8Array | undefined>
-): ReadonlyArray<string> => [...new Set(rows.filter(pending).map((r) => tenantOfHook(hooks.get(r.seq))))]
+/** The tenant of each hook read (decoded once per hook, not per row). */
+export const tenantsBySeq = (
+  seqs: ReadonlyArray<number>,
+  hooks: ReadonlyArray<Uint8Array | undefined>
+): ReadonlyMap<number, string> => new Map(seqs.map((seq, i) => [seq, tenantOfHook(hooks[i])]))
+
+/** Tenants a step must resolve to ordinals, in first-seen order. */
+export const tenantsOf = (tenants: ReadonlyMap<number, string>): ReadonlyArray<string> => [...new Set(tenants.values())]
+
+/** A `?n` value as an ordinal. */
+export const decodeOrd = (v: Uint8Array | undefined): number | undefined => (v === undefined ? undefined : K.decodeU32(v))
 
 // ---------------------------------------------------------------------------
 // The batch
@@ -150,14 +156,14 @@ export const tenantsOf = (
 export interface StepInput {
   /** Rows read this step, in read order (phases ascending). */
   readonly rows: ReadonlyArray<OldRow>
-  /** Hook bytes by seq (undefined: gone). */
-  readonly hooks: ReadonlyMap<number, Uint8Array | undefined>
+  /** Tenant by hook seq (`tenantsBySeq`). */
+  readonly tenants: ReadonlyMap<number, string>
   /** Delivery rows by `refId` (dead rows only). */
   readonly deliveries: ReadonlyMap<string, Uint8Array | undefined>
-  /** `?n` values of `tenantsOf(rows, hooks)` (undefined: no ordinal yet). */
-  readonly ords: ReadonlyMap<string, Uint8Array | undefined>
-  /** `m:next_ord` as read. */
-  readonly nextOrd: Uint8Array | undefined
+  /** Ordinals of the step's tenants already allocated (absent or undefined: none yet). */
+  readonly ords: ReadonlyMap<string, number | undefined>
+  /** `m:next_ord`: the next ordinal to allocate. */
+  readonly nextOrd: number
   /** The migration's start time (ms), fixed once for the whole migration. */
   readonly startedAt: number
   /** The cursor after this step; phase 5 means this step finishes. */
@@ -169,6 +175,8 @@ export interface StepOutput {
   /** Old rows moved or rewritten. */
   readonly moved: number
   readonly allocated: ReadonlyArray<{ readonly tenant: string; readonly ord: number }>
+  /** Every tenant of the step with its ordinal (known or allocated). */
+  readonly resolved: ReadonlyMap<string, number>
   /** `m:next_ord` after the step. */
   readonly nextOrd: number
 }
@@ -181,9 +189,9 @@ export const finishOps = (): ReadonlyArray<Op> =>
   })
 
 export const build = (input: StepInput): StepOutput => {
-  let nextOrd = Tenants.nextOrdOf(input.nextOrd)
+  let nextOrd = input.nextOrd
   const known = new Map<string, number>()
-  for (const [t, v] of input.ords) if (v !== undefined) known.set(t, K.decodeU32(v))
+  for (const [t, ord] of input.ords) if (ord !== undefined) known.set(t, ord)
   const allocated: Array<{ tenant: string; ord: number }> = []
   const extra: Array<Op> = []
   // Single-threaded (nothing serves yet): ordinals in first-sight order, never past a known one.
@@ -201,7 +209,7 @@ export const build = (input: StepInput): StepOutput => {
   let moved = 0
   for (const r of input.rows) {
     if (!pending(r)) continue
-    const ord = ordOf(tenantOfHook(input.hooks.get(r.seq)))
+    const ord = ordOf(input.tenants.get(r.seq) ?? DEFAULT_TENANT)
     moved++
     switch (r.phase) {
       case 1: {
@@ -228,5 +236,5 @@ export const build = (input: StepInput): StepOutput => {
   }
   if (allocated.length > 0) extra.push(Tenants.nextOrdOp(nextOrd))
   if (input.next.phase === 5) extra.push(...finishOps())
-  return { ops: Deliveries.batch(transitions, extra), moved, allocated, nextOrd }
+  return { ops: Deliveries.batch(transitions, extra), moved, allocated, resolved: known, nextOrd }
 }
