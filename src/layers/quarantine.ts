@@ -62,7 +62,7 @@ export interface QuarantinePage {
 }
 
 export interface QuarantineShape {
-  /** Keep a request; undefined when it alone is larger than maxBytes (counted as dropped). Unsynced. */
+  /** Keep a request; undefined when it alone is larger than maxBytes (counted as dropped) or maxCount is 0. Unsynced. */
   readonly put: (input: QuarantineInput) => Effect.Effect<QuarantineRecord | undefined, StoreError>
   readonly list: (q: QuarantineListQuery) => Effect.Effect<QuarantinePage, StoreError>
   /** Delete every record of a tenant (synced batches); returns how many. */
@@ -134,7 +134,9 @@ export const make = (options: Partial<QuarantineOptions> = {}) =>
           const key = quarantineKey(at, qid)
           const value = encodeRecord(input)
           const size = recordBytes(key, value)
-          if (size > o.maxBytes || o.maxCount < 1) {
+          // maxCount 0 keeps nothing (failures are only refused); a record larger than the whole bound is dropped.
+          if (o.maxCount < 1) return undefined
+          if (size > o.maxBytes) {
             yield* Metric.increment(withReason(quarantineDropped, "oversize"))
             return undefined
           }
