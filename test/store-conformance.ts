@@ -301,6 +301,15 @@ export const storeConformance = <L>(h: StoreHarness<L>) => {
         expect(yield* store.multiGet("counters", [Families.counters.lo, Families.counters.hi])).toEqual([Buffer.alloc(8), Buffer.alloc(8)])
       }))
 
+    it.scoped("a lost sentinel stays lost across a reopen, so the scan still reports it", () =>
+      Effect.gen(function* () {
+        const loc = yield* h.fresh
+        yield* Effect.scoped(Effect.flatMap(open(h.layer(loc)), (s) => s.write([del("index", Families.dead.hi)], { sync: true })))
+        const store = yield* open(h.layer(loc))
+        const err = yield* foldFamily(store, Families.dead, 0, (n) => n + 1).pipe(Effect.flip)
+        expect(err).toMatchObject({ _tag: "StoreCorrupt", family: "dead" })
+      }))
+
     it.scoped("everything written survives a reopen", () =>
       Effect.gen(function* () {
         const loc = yield* h.fresh

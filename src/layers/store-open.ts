@@ -1,7 +1,7 @@
 /**
  * What every store layer does at open, over its raw primitives: read the
  * format stamp, refuse a newer store, stamp a fresh one, and write the lo/hi
- * sentinels of every family of the supported format (TEN-1 §1 constraint 3,
+ * sentinels of the families a store does not have yet (TEN-1 §1 constraint 3,
  * §7: format 3 code opening a format 2 store writes the new families'
  * sentinels and leaves the stamp at 2 for the migration).
  */
@@ -26,11 +26,14 @@ export const initialize = (raw: RawStore, supported: number): Effect.Effect<numb
       return yield* Effect.fail(new StoreFormatNewer({ found, supported }))
     }
     const format = found ?? supported
+    // Sentinels are written once: when the store is created, and when newer code
+    // first opens an older store (only the families that format lacks). Rewriting
+    // them on every open would silently heal a lost sentinel that a scan must report.
+    const missing = familiesOf(supported).filter((f) => found === undefined || !f.formats.includes(found as 2 | 3))
     const ops: Batch = [
-      ...familiesOf(supported).flatMap((f) => [put(f.cf, f.lo, f.sentinelValue), put(f.cf, f.hi, f.sentinelValue)]),
+      ...missing.flatMap((f) => [put(f.cf, f.lo, f.sentinelValue), put(f.cf, f.hi, f.sentinelValue)]),
       ...(found === undefined ? [put("default", Meta.format, encodeU32(format))] : [])
     ]
-    // An older store keeps its own families' sentinels until its migration moves them.
-    yield* raw.write(ops)
+    if (ops.length > 0) yield* raw.write(ops)
     return format
   })
