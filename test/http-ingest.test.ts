@@ -7,6 +7,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Counters from "../src/domain/counters.js"
+import { decodeEnvelope } from "../src/domain/envelope.js"
+import * as K from "../src/domain/keys.js"
 import * as Signature from "../src/domain/signature.js"
 import { refusalOf } from "../src/layers/http/errors.js"
 import { Queue } from "../src/layers/queue.js"
@@ -234,6 +236,41 @@ describe("http ingest", () => {
         const ready = yield* Effect.promise(() => edge.fetch("/readyz").then(read))
         expect(ready.status).toBe(503)
         expect(ready.body).toEqual({ ready: false, phase: "starting" })
+      })
+    )
+  )
+
+  it.live("the hook keeps its body bytes, content type and event headers, not credentials or proxy headers", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const edge = yield* startEdge(config)
+        const body = Buffer.from([0, 1, 2, 255, 254])
+        const r = yield* Effect.promise(() =>
+          edge
+            .fetch("/v1/hooks/shared", {
+              method: "POST",
+              body,
+              headers: {
+                "content-type": "application/x-thing",
+                "x-tenant": "t1",
+                "x-github-event": "push",
+                "x-api-key": "gateway-credential",
+                "x-auth-token": "gateway-credential",
+                "x-forwarded-for": "10.0.0.1",
+                authorization: "Bearer gateway-credential"
+              }
+            })
+            .then(read)
+        )
+        expect(r.status).toBe(202)
+        const stored = yield* edge.store.get("hooks", K.hookKey(r.body.seq))
+        const env = decodeEnvelope(stored)!
+        expect(Buffer.from(env.body)).toEqual(body)
+        expect(env.contentType).toBe("application/x-thing")
+        expect(env.tenantId).toBe("t1")
+        expect(env.sinks).toEqual(["a"])
+        expect(env.headers["x-github-event"]).toBe("push")
+        expect(Object.keys(env.headers).filter((h) => h !== "user-agent").sort()).toEqual(["x-github-event"])
       })
     )
   )

@@ -18,12 +18,15 @@ import { BadRequest, type EdgeError, internal, json, type Outcome, refusalOf, Un
 import { Gate } from "./gate.js"
 import * as Metrics from "./metrics.js"
 
+/** Header names that look like credentials meant for the gateway: never kept, never forwarded. */
+const CREDENTIAL = /auth|token|secret|passw|api-?key|cookie|session/
+
 /** Request headers kept with the hook and forwarded on delivery: event metadata, not transport or credentials. */
 export const keptHeaders = (headers: Readonly<Record<string, string>>, tenantHeader: string | undefined): Record<string, string> => {
   const out: Record<string, string> = {}
   for (const [name, value] of Object.entries(headers)) {
     const n = name.toLowerCase()
-    if (n === tenantHeader) continue
+    if (n === tenantHeader || CREDENTIAL.test(n)) continue
     // Custom event headers (X-GitHub-Event, X-Shopify-Topic, …) and the sender's user agent;
     // proxy headers describe our network, not the event.
     if ((n.startsWith("x-") && !n.startsWith("x-forwarded-") && n !== "x-real-ip") || n === "user-agent") out[n] = value
