@@ -1,11 +1,30 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer, TestClock } from "effect"
+import * as Deliveries from "../src/domain/deliveries.js"
 import * as A from "../src/layers/audit.js"
 import * as Q from "../src/layers/quarantine.js"
+import * as Queue from "../src/layers/queue.js"
+import * as Replay from "../src/layers/replay.js"
+import { Store } from "../src/layers/store.js"
 import { layerMemory, MemoryDb } from "../src/layers/store-memory.js"
+import { aggregate, allocAll, commit, envelopeOf } from "./lifecycle-helpers.js"
 
 const env = (db: MemoryDb, o: Partial<A.AuditOptions> = {}) =>
-  Layer.mergeAll(A.layer(o), Q.layer()).pipe(Layer.provideMerge(layerMemory({ db })))
+  Layer.mergeAll(A.layer(o), Q.layer(), Replay.layer.pipe(Layer.provideMerge(Queue.layer))).pipe(Layer.provideMerge(layerMemory({ db })))
+
+/** Dead hooks 1..n of tenant t1 (ord 1). */
+const deadHooks = (n: number) =>
+  Effect.gen(function* () {
+    const store = yield* Store
+    yield* store.write(allocAll(2), { sync: false })
+    for (let seq = 1; seq <= n; seq++) {
+      const envelope = envelopeOf(seq, 1, 0, 1)
+      const size = envelope.length
+      yield* commit(store, [Deliveries.ingest({ seq, ord: 1, envelope, sinkCount: 1, at: 0, archive: false })])
+      yield* commit(store, [Deliveries.claim({ ord: 1, at: 0, seq, sink: 0 }, { size, kind: 0 })])
+      yield* commit(store, [Deliveries.deadLetter({ ord: 1, seq, sink: 0 }, { attempts: 1, lastStatus: 410, size, lastAt: 0 }, seq, { sourceId: "src", id: `hook_${seq}` })])
+    }
+  })
 
 const bad = (tenant: string) => ({ tenant, source: "s", reason: "signature_mismatch", headers: {}, body: Buffer.from("x") })
 
@@ -16,6 +35,20 @@ describe("audit", () => {
       yield* Effect.gen(function* () {
         const q = yield* Q.Quarantine
         const audit = yield* A.Audit
+        const store = yield* Store
+        // Real actions on real rows: a replay of two dead hooks, a purge of the rest.
+        yield* deadHooks(4)
+        const replayed = yield* A.audited(
+          { actor: "ops-t1", tenants: ["t1"], action: "replay", params: { ids: ["hook_1", "hook_2"] } },
+          Effect.flatMap(Replay.Replay, (r) => r.replay({ ords: [1], seqs: new Set([1, 2]) }))
+        )
+        expect(replayed.revived).toBe(2)
+        const purged = yield* A.audited(
+          { actor: "ops-t1", tenants: ["t1"], action: "purge", params: { kinds: ["dead"] } },
+          Effect.flatMap(Queue.Queue, (qu) => qu.purgeTenant(1, ["dead"]))
+        )
+        expect(purged.dead).toBe(2)
+        expect(yield* aggregate(store)).toMatchObject({ dead: 0, pending: 2 })
         yield* q.put(bad("a"))
         yield* q.put(bad("b"))
         // A scoped operator of "a" deletes a's quarantine; a global operator reads the config.
@@ -36,9 +69,13 @@ describe("audit", () => {
         expect(all.rows.map((r) => [r.actor, r.action, r.tenants])).toEqual([
           ["root", "purge", ["a", "b"]],
           ["root", "config.read", null],
-          ["ops-a", "quarantine.delete", ["a"]]
+          ["ops-a", "quarantine.delete", ["a"]],
+          ["ops-t1", "purge", ["t1"]],
+          ["ops-t1", "replay", ["t1"]]
         ])
+        expect(all.rows[4]!.params).toEqual({ ids: ["hook_1", "hook_2"] })
         expect(all.rows[2]!.params).toEqual({ tenant: "a" })
+        expect((yield* audit.list({ scope: ["t1"], limit: 10 })).rows.map((r) => r.action)).toEqual(["purge", "replay"])
         expect(all.rows[1]!.at - all.rows[2]!.at).toBe(1_000)
         // Scoped: "a" sees its own row only, not the node-wide one nor the one naming "b".
         const scoped = yield* audit.list({ scope: ["a"], limit: 10 })
@@ -47,8 +84,9 @@ describe("audit", () => {
         // Paging newest first with a cursor.
         const p1 = yield* audit.list({ scope: null, limit: 2 })
         const p2 = yield* audit.list({ scope: null, limit: 2, ...(p1.cursor === null ? {} : { cursor: p1.cursor }) })
-        expect([...p1.rows, ...p2.rows].map((r) => r.seq)).toEqual(all.rows.map((r) => r.seq))
-        expect(p2.cursor).toBeNull()
+        const p3 = yield* audit.list({ scope: null, limit: 2, ...(p2.cursor === null ? {} : { cursor: p2.cursor }) })
+        expect([...p1.rows, ...p2.rows, ...p3.rows].map((r) => r.seq)).toEqual(all.rows.map((r) => r.seq))
+        expect(p3.cursor).toBeNull()
       }).pipe(Effect.provide(env(db)))
 
       // Reopened: seq continues (no row overwritten), and retention prunes the old rows only.
@@ -57,9 +95,9 @@ describe("audit", () => {
         yield* TestClock.adjust(10_000)
         const row = yield* audit.record({ actor: "root", tenants: ["c"], action: "replay", params: { ids: ["x"] } })
         const all = yield* audit.list({ scope: null, limit: 10 })
-        expect(all.rows.length).toBe(4)
+        expect(all.rows.length).toBe(6)
         expect(row.seq).toBe(Math.max(...all.rows.slice(1).map((r) => r.seq)) + 1)
-        expect(yield* audit.prune).toBe(3)
+        expect(yield* audit.prune).toBe(5)
         expect((yield* audit.list({ scope: null, limit: 10 })).rows.map((r) => r.action)).toEqual(["replay"])
       }).pipe(Effect.provide(env(db, { retention: 5_000 })))
     })
