@@ -208,6 +208,10 @@ describe("migration 2 -> 3", () => {
     Effect.gen(function* () {
       const dir = path.join(yield* tempDir, "store")
       yield* Archive.unpack(FIXTURE_V2, dir)
+      // `store migrate --dry-run` lists the step and leaves the store openable by a format 2 build (next line).
+      expect(yield* StoreProgram.dryRunLines(dir)).toEqual([
+        "2 -> 3: re-key due/inflight/dead by tenant ordinal, seed per-tenant counters"
+      ])
 
       // What the fixture holds, read as a format 2 build reads it.
       const before = yield* withStore(dir, readV2, { supportedFormat: 2 })
@@ -439,6 +443,7 @@ describe("migration 2 -> 3", () => {
         const boot = Migrate.layer({}).pipe(Layer.provideMerge(layerRocksDb(dir)))
         const report = yield* Effect.scoped(Effect.flatMap(Migrate.Migrate, (m) => m.await).pipe(Effect.provide(boot)))
         expect(report).toMatchObject({ found: 3, format: 3, runs: [] })
+        expect(yield* StoreProgram.dryRunLines(dir)).toEqual([])
         yield* withStore(dir, (store) =>
           Effect.gen(function* () {
             const check = yield* expectClean(store)
