@@ -1,0 +1,242 @@
+/**
+ * Issue 6 `bench/ingest-bench`: ingest through the real server.
+ *
+ * 1. The store alone: a synced batch of 256 ingested hooks (1 KiB bodies,
+ *    2 sinks, built by `Deliveries.ingest` + `Deliveries.batch` as the Writer
+ *    builds it) committed on each commit path (`commitThread` "main" and
+ *    "worker"): µs per hook, and the main thread's share (building the ops and
+ *    encoding them into the one buffer the committer receives).
+ * 2. `ankusa serve` in a child process (RocksDB, synced acks, default writer
+ *    settings) under a closed-loop load generator on 127.0.0.1
+ *    (bench/lib/load.ts): 64 keep-alive connections, 1 KiB bodies to a source
+ *    whose tenant comes from a header, 1,000 tenants round-robin, a route to
+ *    2 sinks, WARMUP s then SECONDS s measured. Dispatch is parked so the
+ *    figure is ingest alone (as the queue it is compared with was measured
+ *    enqueueing only): both sinks point at a server that never answers, with
+ *    `pipeline.maxInflight` 1 and `pipeline.tickMs` 60 s, so the pipeline holds
+ *    one claimed row and claims nothing more. Delivery has its own bench.
+ * 3. The same load against a bare `node:http` server that reads the body and
+ *    answers 202 (bench/lib/target-server.ts): the limit of one Node process
+ *    here, so the result is also a ratio.
+ *
+ * Prints hooks/s, p50/p99 latency, the server's event-loop delay p99 (its
+ * `ankusa_event_loop_delay_seconds{quantile="0.99"}`, the worst 5 s window of
+ * the measured time) and its peak RSS (VmHWM). Pass: >= TARGET_RATE hooks/s
+ * with p99 < TARGET_P99_MS and every answer a 202.
+ * Run: npx tsx bench/ingest-bench.ts [--quick] [--seconds S]
+ */
+import { Effect } from "effect"
+import * as Deliveries from "../src/domain/deliveries.js"
+import { encodeEnvelope } from "../src/domain/envelope.js"
+import * as K from "../src/domain/keys.js"
+import { put } from "../src/domain/ops.js"
+import { EVENT_LOOP_WINDOW_MS } from "../src/layers/event-loop-metrics.js"
+import { DEFAULT_COMMIT_THREAD } from "../src/layers/store-rocksdb.js"
+import { encodeBatch } from "../src/layers/store-rocksdb-wire.mjs"
+import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
+import { type LoadResult, rawPost, runLoad } from "./lib/load.js"
+import { memoryOf, tempDir } from "./lib/proc.js"
+import { arg, finish, fmt, int, log, machine, main, mib, percentile, quick, table } from "./lib/report.js"
+import { metricValue, startServe } from "./lib/serve-child.js"
+import { startTarget } from "./lib/target-server.js"
+
+const SECONDS = arg("seconds", quick ? 5 : 20)
+const WARMUP_SECONDS = arg("warmup", quick ? 2 : 3)
+const CONNECTIONS = 64
+const TENANTS = 1_000
+const BODY_BYTES = 1_024
+const SINKS = ["a", "b"]
+export const TARGET_RATE = 27_000
+export const TARGET_P99_MS = 20
+/** Store-alone: hooks per synced batch (the Writer's default maxBatch), batches timed per commit path. */
+const STORE_BATCH_HOOKS = 256
+const STORE_ROUNDS = quick ? 30 : 100
+/** How often /metrics is read for the event-loop gauge during the load. */
+const SCRAPE_MS = 500
+
+// ---------------------------------------------------------------------------
+// 1. The store alone
+
+const hookEnvelope = (seq: number, tenant: string) =>
+  encodeEnvelope({
+    id: `h_0123456789abcdef_${seq.toString(16).padStart(16, "0")}`,
+    tenantId: tenant,
+    sourceId: "bench",
+    receivedAt: Date.now(),
+    contentType: "application/json",
+    headers: { "user-agent": "ankusa-bench" },
+    sinks: SINKS,
+    idempotencyKey: null,
+    body: Buffer.alloc(BODY_BYTES, 0x61)
+  })
+
+const storeAlone = (thread: "main" | "worker") =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const dir = tempDir("ingest-store")
+      yield* Effect.addFinalizer(() => Effect.sync(dir.remove))
+      const store = yield* makeRocksDbStore(dir.path, { commitThread: thread })
+      let seq = 1
+      const build = () => {
+        const ts: Array<Deliveries.Transition> = []
+        const at = Date.now()
+        for (let i = 0; i < STORE_BATCH_HOOKS; i++, seq++) {
+          const ord = 1 + (seq % TENANTS)
+          ts.push(Deliveries.ingest({ seq, ord, envelope: hookEnvelope(seq, `tenant-${ord}`), sinkCount: SINKS.length, at, archive: false }))
+        }
+        return Deliveries.batch(ts, [put("default", K.Meta.nextSeq, K.encodeU64(seq))])
+      }
+      const commit: Array<number> = []
+      const building: Array<number> = []
+      const encoding: Array<number> = []
+      for (let r = 0; r < STORE_ROUNDS + 5; r++) {
+        const t0 = performance.now()
+        const batch = build()
+        const t1 = performance.now()
+        encodeBatch(batch, () => 0)
+        const t2 = performance.now()
+        yield* store.write(batch, { sync: true })
+        const t3 = performance.now()
+        if (r < 5) continue // warm-up
+        building.push(t1 - t0)
+        encoding.push(t2 - t1)
+        commit.push(t3 - t2)
+      }
+      const perHook = (xs: Array<number>) => (percentile(xs, 50) * 1000) / STORE_BATCH_HOOKS
+      return { thread, ops: build().length, build: perHook(building), encode: perHook(encoding), commit: perHook(commit), p99: percentile(commit, 99) }
+    })
+  )
+
+// ---------------------------------------------------------------------------
+// 2 and 3. The server and the bare server under the same load
+
+const requestsFor = (origin: string, path: string) => {
+  const host = new URL(origin).host
+  const body = Buffer.alloc(BODY_BYTES, 0x7a)
+  return Array.from({ length: TENANTS }, (_, i) =>
+    rawPost(path, host, { "content-type": "application/json", "x-tenant": `tenant-${i + 1}` }, body)
+  )
+}
+
+/** The worst 5 s window's event-loop delay p99 published while the load was measured. */
+const watchLoopDelay = (url: string) => {
+  const seen: Array<{ readonly at: number; readonly p99: number }> = []
+  let last: number | undefined
+  const timer = setInterval(() => {
+    void fetch(`${url}/metrics`)
+      .then((r) => r.text())
+      .then((text) => {
+        const v = metricValue(text, 'ankusa_event_loop_delay_seconds{quantile="0.99"}')
+        if (v !== undefined && v !== last) seen.push({ at: performance.now(), p99: v * 1000 })
+        last = v
+      })
+      .catch(() => {})
+  }, SCRAPE_MS)
+  return {
+    /** Windows published at least one window after `from` (so they lie in the load) and up to `to` plus a scrape. */
+    worst: (from: number, to: number) => {
+      clearInterval(timer)
+      const inside = seen.filter((s) => s.at >= from + EVENT_LOOP_WINDOW_MS && s.at <= to + SCRAPE_MS * 2)
+      return inside.length === 0 ? NaN : Math.max(...inside.map((s) => s.p99))
+    }
+  }
+}
+
+interface ServerRun {
+  readonly load: LoadResult
+  readonly loopP99: number
+  readonly peakRss: number
+  readonly accepted?: number
+}
+
+const underLoad = async (origin: string, path: string) =>
+  runLoad({ origin, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS, requests: requestsFor(origin, path) })
+
+const ankusa = async (): Promise<ServerRun> => {
+  const sink = await startTarget({ hang: true })
+  const dir = tempDir("ingest-serve")
+  try {
+    const server = await startServe({
+      dataDir: dir.path,
+      config: {
+        sources: [{ id: "bench", tenant: { header: "x-tenant" }, routes: SINKS }],
+        sinks: SINKS.map((name) => ({ name, url: `${sink.url}/${name}`, timeoutMs: 300_000, concurrency: 1 })),
+        pipeline: { maxInflight: 1, tickMs: 60_000 },
+        http: { demoSink: false },
+        log: { level: "info" }
+      }
+    })
+    try {
+      log(`ankusa serve pid ${server.pid} at ${server.url}; load ${WARMUP_SECONDS} s warm-up + ${SECONDS} s`)
+      const loop = watchLoopDelay(server.url)
+      const start = performance.now() + WARMUP_SECONDS * 1000
+      const load = await underLoad(server.url, "/v1/hooks/bench")
+      const loopP99 = loop.worst(start, performance.now())
+      const peakRss = memoryOf(server.pid).peak
+      const metrics = await fetch(`${server.url}/metrics`).then((r) => r.text())
+      const accepted = metricValue(metrics, 'ankusa_ingest_requests_total{outcome="accepted"}')
+      return { load, loopP99, peakRss, ...(accepted === undefined ? {} : { accepted }) }
+    } finally {
+      await server.kill()
+    }
+  } finally {
+    await sink.close()
+    dir.remove()
+  }
+}
+
+const bare = async (): Promise<ServerRun> => {
+  const server = await startTarget({ status: 202 })
+  try {
+    log(`bare node:http pid ${server.pid} at ${server.url}`)
+    const load = await underLoad(server.url, "/v1/hooks/bench")
+    return { load, loopP99: NaN, peakRss: memoryOf(server.pid).peak }
+  } finally {
+    await server.close()
+  }
+}
+
+main("ingest-bench", async () => {
+  console.log(`ingest-bench: ${machine()}${quick ? "; --quick" : ""}`)
+  const stores = [await Effect.runPromise(storeAlone("main")), await Effect.runPromise(storeAlone("worker"))]
+  console.log(`\nThe store alone: one synced batch of ${STORE_BATCH_HOOKS} hooks (${stores[0]!.ops} ops; ${BODY_BYTES} B bodies, ${SINKS.length} sinks), p50 of ${STORE_ROUNDS}`)
+  table(
+    ["commit path", "commit µs/hook", "commit p99 ms/batch", "build ops µs/hook", "encode µs/hook"],
+    stores.map((s) => [s.thread + (s.thread === DEFAULT_COMMIT_THREAD ? " (default)" : ""), fmt(s.commit, 1), fmt(s.p99, 2), fmt(s.build, 1), fmt(s.encode, 1)])
+  )
+  console.log(
+    `Write path: the batch is encoded on the main thread into one buffer (store-rocksdb-wire.mjs); the "${DEFAULT_COMMIT_THREAD}" path ` +
+      `transfers it to the commit worker, which builds the binding's chained WriteBatch (one _put/_del/_merge call per op) and writes it synced, ` +
+      `so the event loop pays only build + encode.`
+  )
+
+  const a = await ankusa()
+  const b = await bare()
+  console.log(`\nHTTP: ${CONNECTIONS} keep-alive connections, ${BODY_BYTES} B bodies, ${TENANTS} tenants, ${WARMUP_SECONDS} s warm-up + ${SECONDS} s measured`)
+  const row = (name: string, r: ServerRun) => [
+    name,
+    int(r.load.rate),
+    fmt(r.load.p50Ms, 2),
+    fmt(r.load.p99Ms, 2),
+    fmt(r.load.maxMs, 1),
+    Number.isNaN(r.loopP99) ? "-" : fmt(r.loopP99, 2),
+    mib(r.peakRss),
+    Object.entries(r.load.statuses)
+      .map(([s, n]) => `${s}:${int(n)}`)
+      .join(" ") + (r.load.errors > 0 ? ` errors:${r.load.errors}` : "")
+  ]
+  table(
+    ["server", "req/s", "p50 ms", "p99 ms", "max ms", "loop p99 ms", "peak RSS", "answers"],
+    [row("ankusa serve (synced, 2 sinks)", a), row("bare node:http 202", b)]
+  )
+  const ratio = a.load.rate / b.load.rate
+  const all202 = Object.keys(a.load.statuses).every((s) => s === "202") && a.load.errors === 0
+  const pass = a.load.rate >= TARGET_RATE && a.load.p99Ms < TARGET_P99_MS && all202
+  finish(
+    "ingest-bench",
+    pass,
+    `${int(a.load.rate)} hooks/s (target ${int(TARGET_RATE)}), p50 ${fmt(a.load.p50Ms, 2)} ms, p99 ${fmt(a.load.p99Ms, 2)} ms (target < ${TARGET_P99_MS}), ` +
+      `loop p99 ${fmt(a.loopP99, 2)} ms, peak RSS ${mib(a.peakRss)}; bare node:http ${int(b.load.rate)} req/s, ratio ${fmt(ratio, 2)}; ` +
+      `store alone ${fmt(stores[1]!.commit, 1)} µs/hook (worker), ${fmt(stores[0]!.commit, 1)} (main)${all202 ? "" : "; NOT every answer was 202"}`
+  )
+})

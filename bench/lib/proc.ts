@@ -1,0 +1,26 @@
+/** Memory of a process from /proc/<pid>/status (Linux): resident now (VmRSS) and its peak (VmHWM), in bytes. */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+export interface Memory {
+  readonly rss: number
+  readonly peak: number
+}
+
+const field = (status: string, name: string): number => {
+  const m = new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)
+  if (m === null) throw new Error(`no ${name} in /proc status`)
+  return Number(m[1]) * 1024
+}
+
+export const memoryOf = (pid: number | "self"): Memory => {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8")
+  return { rss: field(status, "VmRSS"), peak: field(status, "VmHWM") }
+}
+
+/** A fresh directory under the OS temp dir, and its removal. */
+export const tempDir = (prefix: string): { readonly path: string; readonly remove: () => void } => {
+  const path = mkdtempSync(join(tmpdir(), `ankusa-${prefix}-`))
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) }
+}

@@ -1,0 +1,124 @@
+/**
+ * A bare `node:http` server in its own process, for the benches: the limit of
+ * one Node process answering HTTP on this machine (ingest-bench's baseline,
+ * `--status 202`), a sink that answers at once (`--status 204`), or one that
+ * holds every request without answering (`--hang`, to park a pipeline).
+ * Every POST body is read to its end. `GET /_stats` answers
+ * `{requests, maxConcurrent, connections, maxOpen}`: requests answered or
+ * held; the most requests open at once (a request is open from its arrival
+ * until its answer is written, which for an immediate answer is one turn of
+ * the event loop: requests that arrive together count together); TCP
+ * connections accepted; the most open at once (over keep-alive HTTP/1.1, the
+ * concurrency the client used).
+ *
+ * As a script: prints `listening <port>` on stdout. `startTarget` spawns it.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { createServer } from "node:http"
+import { fileURLToPath } from "node:url"
+
+export interface TargetStats {
+  readonly requests: number
+  readonly maxConcurrent: number
+  readonly connections: number
+  readonly maxOpen: number
+}
+
+export interface Target {
+  readonly url: string
+  readonly pid: number
+  readonly stats: () => Promise<TargetStats>
+  readonly close: () => Promise<void>
+}
+
+export interface TargetOptions {
+  /** Status of every POST answer (ignored with `hang`). */
+  readonly status?: number
+  readonly hang?: boolean
+}
+
+/** The answer a bare ingest gives: a small JSON body, as the gateway's 202 has. */
+const BODY_202 = Buffer.from('{"id":"h_0000000000000000_0000000000000000","seq":1}')
+
+const serve = (o: TargetOptions) => {
+  let requests = 0
+  let concurrent = 0
+  let maxConcurrent = 0
+  let connections = 0
+  let open = 0
+  let maxOpen = 0
+  const server = createServer((req, res) => {
+    if (req.method === "GET" && req.url === "/_stats") {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify({ requests, maxConcurrent, connections, maxOpen } satisfies TargetStats))
+      return
+    }
+    requests++
+    concurrent++
+    maxConcurrent = Math.max(maxConcurrent, concurrent)
+    req.on("data", () => {})
+    req.on("end", () => {
+      if (o.hang === true) return
+      const status = o.status ?? 204
+      if (status === 202) {
+        // The bare ingest baseline: answer at once, as cheaply as Node can.
+        concurrent--
+        res.writeHead(202, { "content-type": "application/json", "content-length": BODY_202.length }).end(BODY_202)
+        return
+      }
+      // A sink answers on the next turn, so requests that arrived in the same turn overlap (and count).
+      setImmediate(() => {
+        concurrent--
+        res.writeHead(status, { "content-length": 0 }).end()
+      })
+    })
+    req.on("close", () => {
+      if (o.hang === true) concurrent--
+    })
+  })
+  server.on("connection", (socket) => {
+    connections++
+    maxOpen = Math.max(maxOpen, ++open)
+    socket.on("close", () => open--)
+  })
+  server.keepAliveTimeout = 60_000
+  server.listen(0, "127.0.0.1", () => {
+    const a = server.address()
+    process.stdout.write(`listening ${typeof a === "object" && a !== null ? a.port : 0}\n`)
+  })
+}
+
+const SELF = fileURLToPath(import.meta.url)
+
+/** Spawn the server in its own process and wait until it listens. */
+export const startTarget = (o: TargetOptions): Promise<Target> =>
+  new Promise((resolve, reject) => {
+    const args = ["--import", "tsx", SELF, "--serve", ...(o.hang === true ? ["--hang"] : ["--status", String(o.status ?? 204)])]
+    const child: ChildProcess = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] })
+    let out = ""
+    const onData = (d: Buffer) => {
+      out += d.toString("utf8")
+      const m = /listening (\d+)/.exec(out)
+      if (m === null) return
+      child.stdout!.off("data", onData)
+      const url = `http://127.0.0.1:${m[1]}`
+      resolve({
+        url,
+        pid: child.pid!,
+        stats: () => fetch(`${url}/_stats`).then((r) => r.json() as Promise<TargetStats>),
+        close: () =>
+          new Promise<void>((done) => {
+            if (child.exitCode !== null || child.signalCode !== null) return done()
+            child.once("exit", () => done())
+            child.kill("SIGKILL")
+          })
+      })
+    }
+    child.stdout!.on("data", onData)
+    child.once("exit", (code) => reject(new Error(`target server exited (${code}) before listening`)))
+  })
+
+if (process.argv[1] === SELF && process.argv.includes("--serve")) {
+  const at = process.argv.indexOf("--status")
+  serve({ hang: process.argv.includes("--hang"), status: at >= 0 ? Number(process.argv[at + 1]) : 204 })
+}
