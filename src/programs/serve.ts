@@ -28,6 +28,7 @@ import * as Audit from "../layers/audit.js"
 import * as ConfigLoader from "../layers/config.js"
 import * as DedupeSweep from "../layers/dedupe-sweep.js"
 import * as DlqCeiling from "../layers/dlq-ceiling.js"
+import * as EventLoopMetrics from "../layers/event-loop-metrics.js"
 import * as Gauges from "../layers/gauges.js"
 import * as Gate from "../layers/http/gate.js"
 import * as Http from "../layers/http/server.js"
@@ -143,6 +144,7 @@ export const serve = (config: Config) =>
         Pipeline.layer({ ...config.pipeline, sinks: sinksOf(config, origin) }).pipe(Layer.provide(NodeHttpClient.layerUndici))
       )
       ctx = yield* build(ctx, Gauges.layer({ intervalMs: config.gauges.intervalMs }))
+      ctx = yield* build(ctx, EventLoopMetrics.layer)
       ctx = yield* build(
         ctx,
         Layer.mergeAll(
