@@ -201,6 +201,44 @@ const runNode = (args: ReadonlyArray<string>) =>
     return Effect.sync(() => child.kill("SIGKILL"))
   })
 
+/**
+ * `ankusa serve` on `dataDir` as a real child: wait for its start line, check
+ * `/readyz`, stop it with SIGTERM. Returns the start line's annotations, the
+ * whole log and the exit code.
+ */
+const serveUntilReady = (dataDir: string) =>
+  Effect.async<{ readonly serving: Record<string, unknown>; readonly log: string; readonly code: number | null }, Error>((resume) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "src/programs/main.ts", "serve", "--data-dir", dataDir, "--port", "0"], {
+      cwd: ROOT,
+      env: { ...process.env, ANKUSA_CONFIG: "", ANKUSA_HTTP_PORT: "", ANKUSA_DATA_DIR: "" },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let log = ""
+    let serving: Record<string, unknown> | undefined
+    const timer = setTimeout(() => child.kill("SIGKILL"), 150_000)
+    child.stderr.on("data", (d: Buffer) => (log += d.toString()))
+    child.stdout.on("data", (d: Buffer) => {
+      log += d.toString()
+      if (serving !== undefined) return
+      for (const line of log.split("\n")) {
+        if (!line.includes('"ankusa serving"')) continue
+        serving = (JSON.parse(line) as { annotations: Record<string, unknown> }).annotations
+        fetch(`${String(serving["address"])}/readyz`)
+          .then((r) => r.json())
+          .then((body) => {
+            log += `readyz ${JSON.stringify(body)}\n`
+            child.kill("SIGTERM")
+          }, () => child.kill("SIGTERM"))
+        break
+      }
+    })
+    child.on("exit", (code) => {
+      clearTimeout(timer)
+      resume(serving === undefined ? Effect.fail(new Error(`serve never started:\n${log}`)) : Effect.succeed({ serving, log, code }))
+    })
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
 // ---------------------------------------------------------------------------
 
 describe("migration 2 -> 3", () => {
@@ -398,37 +436,58 @@ describe("migration 2 -> 3", () => {
     })
   )
 
-  it.scopedLive("a restored format 2 backup migrates on boot", () =>
-    Effect.gen(function* () {
-      const root = yield* tempDir
-      const backup = path.join(root, "backup")
-      const restored = path.join(root, "data", "store")
-      yield* writeV2Store(backup, Fixture.syntheticHooks({ hooks: 120, tenants: 4 }))
-      const before = yield* withStore(backup, readV2, { supportedFormat: 2 })
-      fs.cpSync(backup, restored, { recursive: true })
+  it.scopedLive(
+    "a restored format 2 backup migrates on boot",
+    () =>
+      Effect.gen(function* () {
+        const root = yield* tempDir
+        const backup = path.join(root, "backup")
+        yield* writeV2Store(backup, Fixture.syntheticHooks({ hooks: 120, tenants: 4 }))
+        const before = yield* withStore(backup, readV2, { supportedFormat: 2 })
 
-      // The boot path: the format 3 store layer, then the Migrate service, awaited before anything serves.
-      const boot = Migrate.layer({}).pipe(Layer.provideMerge(layerRocksDb(restored)))
-      yield* Effect.scoped(
-        Effect.gen(function* () {
-          const migrate = yield* Migrate.Migrate
-          expect(yield* migrate.ready).toBe(false)
-          const report = yield* migrate.await
-          expect(report.found).toBe(2)
-          expect(report.format).toBe(3)
-          expect(yield* migrate.ready).toBe(true)
-        }).pipe(Effect.provide(boot))
-      )
-      yield* withStore(restored, (store) =>
-        Effect.gen(function* () {
-          expect(yield* store.format).toBe(3)
-          yield* expectClean(store)
-          expect((yield* readV3(store)).rows.map(rowId).sort()).toEqual(before.map(rowId).sort())
-        })
-      )
-      // The backup itself is untouched: still a format 2 store a format 2 build opens.
-      expect(yield* withStore(backup, (s) => s.format, { supportedFormat: 2 })).toBe(2)
-    })
+        // Restored copy 1, booted in process the way `serve` boots: the format 3 store layer,
+        // then the Migrate service, awaited before anything serves (ready false until then).
+        const restored = path.join(root, "in-process", "store")
+        fs.cpSync(backup, restored, { recursive: true })
+        const boot = Migrate.layer({ onProgress: () => Effect.void }).pipe(Layer.provideMerge(layerRocksDb(restored)))
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const migrate = yield* Migrate.Migrate
+            expect(yield* migrate.ready).toBe(false)
+            const report = yield* migrate.await
+            expect(report.found).toBe(2)
+            expect(report.format).toBe(3)
+            expect(yield* migrate.ready).toBe(true)
+          }).pipe(Effect.provide(boot))
+        )
+        yield* withStore(restored, (store) =>
+          Effect.gen(function* () {
+            expect(yield* store.format).toBe(3)
+            yield* expectClean(store)
+            expect((yield* readV3(store)).rows.map(rowId).sort()).toEqual(before.map(rowId).sort())
+          })
+        )
+
+        // Restored copy 2, booted by the real `ankusa serve` (which then recovers and dispatches).
+        const dataDir = path.join(root, "served")
+        fs.cpSync(backup, StoreProgram.storeDirOf(dataDir), { recursive: true })
+        const served = yield* serveUntilReady(dataDir)
+        expect(served.serving["format"], served.log).toBe(3)
+        expect(served.log).toMatch(/store migration 2 -> 3: \d+ rows moved in \d+ steps, \d+ rows\/s, phase \w+, done/)
+        expect(served.log).toContain('readyz {"ready":true')
+        expect(served.code, served.log).toBe(0)
+        yield* withStore(StoreProgram.storeDirOf(dataDir), (store) =>
+          Effect.gen(function* () {
+            expect(yield* store.format).toBe(3)
+            yield* expectClean(store)
+            expect([...(yield* readV3(store)).ords.keys()].sort()).toEqual([...new Set(before.map((r) => r.tenant))].sort())
+          })
+        )
+
+        // The backup itself is untouched: still a format 2 store a format 2 build opens.
+        expect(yield* withStore(backup, (s) => s.format, { supportedFormat: 2 })).toBe(2)
+      }),
+    180_000
   )
 
   it.scopedLive("the v3 fixture task writes a store that boots", () =>
