@@ -1,0 +1,104 @@
+/**
+ * TEN-1 §7, §11: format 2 → 3 migration throughput. Builds a format 2 store
+ * of `--rows` index rows (default 10⁶: due, retrying, inflight, dead and
+ * archive rows of 1,000 tenants, plus hooks with no tenant, no envelope and
+ * no hooks row) with unsynced batches, closes it, then opens it with this
+ * build and runs the boot migration (`Migrate.runPending`: 500 rows per
+ * synced step). Prints rows/s and peak RSS; exits 1 below `--target` rows/s
+ * (default 100,000) or if the migrated store's counters differ from a fold.
+ * The CPU time of the whole process during the migration (every thread:
+ * the event loop, the commit worker, RocksDB's own) is printed too, since
+ * the machine is shared and wall time stretches with its load.
+ * Run: npx tsx bench/migration-bench.ts [--rows N] [--target R] [--main] [--quick]
+ */
+import { Effect } from "effect"
+import * as Fixture from "../src/layers/fixture.js"
+import { checkStore, formatReport } from "../src/layers/check.js"
+import * as Migrate from "../src/layers/migrate.js"
+import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
+import { memoryOf, tempDir } from "./lib/proc.js"
+import { arg, finish, int, log, machine, mib, quick, table } from "./lib/report.js"
+
+const ROWS = arg("rows", quick ? 100_000 : 1_000_000)
+const TARGET = arg("target", 100_000)
+const TENANTS = 1_000
+/** Hooks generated and written per unsynced batch while building the store. */
+const BUILD_HOOKS_PER_BATCH = 2_000
+/** `--main`: commit on the event loop instead of the commit worker (the boot default). */
+const COMMIT_THREAD = process.argv.includes("--main") ? "main" : "worker"
+/** RSS sampling period during the migration. */
+const SAMPLE_MS = 50
+
+/** Index rows one format 2 fixture hook writes (its due/inflight/dead rows and archive obligation). */
+const rowsOf = (h: Fixture.FixtureHook) => h.sinks.filter((s) => s.state !== "delivered").length + (h.archive ? 1 : 0)
+
+const build = (dir: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const store = yield* makeRocksDbStore(dir, { supportedFormat: 2 })
+      let rows = 0
+      let seq = 1
+      while (rows < ROWS) {
+        const hooks = Fixture.syntheticHooks({ hooks: BUILD_HOOKS_PER_BATCH, tenants: TENANTS, firstSeq: seq })
+        const take: Array<Fixture.FixtureHook> = []
+        for (const h of hooks) {
+          if (rows >= ROWS) break
+          take.push(h)
+          rows += rowsOf(h)
+        }
+        seq += take.length
+        yield* Fixture.writeV2(store, take, { hooksPerBatch: BUILD_HOOKS_PER_BATCH })
+      }
+      return { rows, hooks: seq - 1 }
+    })
+  )
+
+const main = Effect.gen(function* () {
+  const dir = tempDir("migration-bench")
+  try {
+    log(`building a format 2 store of ${int(ROWS)} rows (${machine()})`)
+    const t0 = performance.now()
+    const built = yield* build(dir.path)
+    log(`built ${int(built.rows)} rows of ${int(built.hooks)} hooks in ${int(performance.now() - t0)} ms`)
+
+    let peak = memoryOf("self").rss
+    const sampler = setInterval(() => (peak = Math.max(peak, memoryOf("self").rss)), SAMPLE_MS)
+    const result = yield* Effect.scoped(
+      Effect.gen(function* () {
+        const store = yield* makeRocksDbStore(dir.path, { commitThread: COMMIT_THREAD })
+        const start = performance.now()
+        const cpu0 = process.cpuUsage()
+        const report = yield* Migrate.runPending(store, { onProgress: (p) => Effect.sync(() => log(`${int(p.rows)} rows, ${int(p.rowsPerSecond)} rows/s`)) })
+        const ms = performance.now() - start
+        const cpu = process.cpuUsage(cpu0)
+        clearInterval(sampler)
+        const check = yield* checkStore(store)
+        return { report, ms, cpuMs: (cpu.user + cpu.system) / 1000, check }
+      })
+    ).pipe(Effect.ensuring(Effect.sync(() => clearInterval(sampler))))
+
+    const run = result.report.runs[0]
+    const moved = run?.rows ?? 0
+    const rate = (moved * 1000) / result.ms
+    table(
+      ["rows", "steps", "commits on", "wall ms", "CPU ms", "rows/s", "peak RSS (migration)", "peak RSS (process)"],
+      [[int(moved), int(run?.steps ?? 0), COMMIT_THREAD, int(result.ms), int(result.cpuMs), int(rate), mib(peak), mib(memoryOf("self").peak)]]
+    )
+    if (!result.check.ok) console.log(formatReport(result.check))
+    const pass = result.report.format === 3 && moved === built.rows && result.check.ok && rate >= TARGET
+    return {
+      pass,
+      detail: `${int(moved)} rows migrated 2 -> 3 at ${int(rate)} rows/s (target ${int(TARGET)}; ${int((result.cpuMs * 1e6) / Math.max(1, moved))} ns CPU per row), peak RSS ${mib(peak)}, check ${result.check.ok ? "clean" : "FAILED"}`
+    }
+  } finally {
+    dir.remove()
+  }
+})
+
+Effect.runPromise(main).then(
+  (r) => finish("migration-bench", r.pass, r.detail),
+  (e) => {
+    console.error(e)
+    process.exit(1)
+  }
+)
