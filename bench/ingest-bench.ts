@@ -5,7 +5,10 @@
  *    2 sinks, built by `Deliveries.ingest` + `Deliveries.batch` as the Writer
  *    builds it) committed on each commit path (`commitThread` "main" and
  *    "worker"): µs per hook, and the main thread's share (building the ops and
- *    encoding them into the one buffer the committer receives).
+ *    encoding them into the one buffer the committer receives). Also 64-hook
+ *    batches: 64 closed-loop connections never give the Writer more, and it
+ *    commits one batch at a time, so 64 / (one 64-hook commit) bounds the
+ *    server whatever the HTTP side does.
  * 2. `ankusa serve` in a child process (RocksDB, synced acks, default writer
  *    settings) under a closed-loop load generator on 127.0.0.1
  *    (bench/lib/load.ts): 64 keep-alive connections, 1 KiB bodies to a source
@@ -48,8 +51,11 @@ const BODY_BYTES = 1_024
 const SINKS = ["a", "b"]
 export const TARGET_RATE = 27_000
 export const TARGET_P99_MS = 20
-/** Store-alone: hooks per synced batch (the Writer's default maxBatch), batches timed per commit path. */
-const STORE_BATCH_HOOKS = 256
+/**
+ * Store-alone batch sizes: the Writer's default maxBatch (256), and 64: with 64 connections in a
+ * closed loop no batch holds more than 64 hooks, so one synced 64-hook commit bounds the server.
+ */
+const STORE_BATCH_SIZES = [64, 256] as const
 const STORE_ROUNDS = quick ? 30 : 100
 /** How often /metrics is read for the event-loop gauge during the load. */
 const SCRAPE_MS = 500
@@ -70,7 +76,7 @@ const hookEnvelope = (seq: number, tenant: string) =>
     body: Buffer.alloc(BODY_BYTES, 0x61)
   })
 
-const storeAlone = (thread: "main" | "worker") =>
+const storeAlone = (thread: "main" | "worker", hooks: number) =>
   Effect.scoped(
     Effect.gen(function* () {
       const dir = tempDir("ingest-store")
@@ -80,7 +86,7 @@ const storeAlone = (thread: "main" | "worker") =>
       const build = () => {
         const ts: Array<Deliveries.Transition> = []
         const at = Date.now()
-        for (let i = 0; i < STORE_BATCH_HOOKS; i++, seq++) {
+        for (let i = 0; i < hooks; i++, seq++) {
           const ord = 1 + (seq % TENANTS)
           ts.push(Deliveries.ingest({ seq, ord, envelope: hookEnvelope(seq, `tenant-${ord}`), sinkCount: SINKS.length, at, archive: false }))
         }
@@ -102,8 +108,19 @@ const storeAlone = (thread: "main" | "worker") =>
         encoding.push(t2 - t1)
         commit.push(t3 - t2)
       }
-      const perHook = (xs: Array<number>) => (percentile(xs, 50) * 1000) / STORE_BATCH_HOOKS
-      return { thread, ops: build().length, build: perHook(building), encode: perHook(encoding), commit: perHook(commit), p99: percentile(commit, 99) }
+      const perHook = (xs: Array<number>) => (percentile(xs, 50) * 1000) / hooks
+      return {
+        thread,
+        hooks,
+        ops: build().length,
+        build: perHook(building),
+        encode: perHook(encoding),
+        commit: perHook(commit),
+        p50: percentile(commit, 50),
+        p99: percentile(commit, 99),
+        // One synced batch at a time (the Writer commits serially): hooks per second at most.
+        bound: hooks / (percentile(building, 50) + percentile(encoding, 50) + percentile(commit, 50)) * 1000
+      }
     })
   )
 
@@ -198,11 +215,23 @@ const bare = async (): Promise<ServerRun> => {
 
 main("ingest-bench", async () => {
   console.log(`ingest-bench: ${machine()}${quick ? "; --quick" : ""}`)
-  const stores = [await Effect.runPromise(storeAlone("main")), await Effect.runPromise(storeAlone("worker"))]
-  console.log(`\nThe store alone: one synced batch of ${STORE_BATCH_HOOKS} hooks (${stores[0]!.ops} ops; ${BODY_BYTES} B bodies, ${SINKS.length} sinks), p50 of ${STORE_ROUNDS}`)
+  const stores = []
+  for (const hooks of STORE_BATCH_SIZES) {
+    for (const thread of ["main", "worker"] as const) stores.push(await Effect.runPromise(storeAlone(thread, hooks)))
+  }
+  console.log(`\nThe store alone: synced batches of ingested hooks (${BODY_BYTES} B bodies, ${SINKS.length} sinks), p50 of ${STORE_ROUNDS}`)
   table(
-    ["commit path", "commit µs/hook", "commit p99 ms/batch", "build ops µs/hook", "encode µs/hook"],
-    stores.map((s) => [s.thread + (s.thread === DEFAULT_COMMIT_THREAD ? " (default)" : ""), fmt(s.commit, 1), fmt(s.p99, 2), fmt(s.build, 1), fmt(s.encode, 1)])
+    ["hooks/batch", "ops", "commit path", "commit µs/hook", "commit p50 / p99 ms", "build ops µs/hook", "encode µs/hook", "serial bound hooks/s"],
+    stores.map((s) => [
+      String(s.hooks),
+      int(s.ops),
+      s.thread + (s.thread === DEFAULT_COMMIT_THREAD ? " (default)" : ""),
+      fmt(s.commit, 1),
+      `${fmt(s.p50, 2)} / ${fmt(s.p99, 2)}`,
+      fmt(s.build, 1),
+      fmt(s.encode, 1),
+      int(s.bound)
+    ])
   )
   console.log(
     `Write path: the batch is encoded on the main thread into one buffer (store-rocksdb-wire.mjs); the "${DEFAULT_COMMIT_THREAD}" path ` +
@@ -230,6 +259,10 @@ main("ingest-bench", async () => {
     [row("ankusa serve (synced, 2 sinks)", a), row("bare node:http 202", b)]
   )
   const ratio = a.load.rate / b.load.rate
+  const pick = (hooks: number, thread: string) => stores.find((s) => s.hooks === hooks && s.thread === thread)!
+  const w256 = pick(256, "worker")
+  const m256 = pick(256, "main")
+  const w64 = pick(64, DEFAULT_COMMIT_THREAD)
   const all202 = Object.keys(a.load.statuses).every((s) => s === "202") && a.load.errors === 0
   const pass = a.load.rate >= TARGET_RATE && a.load.p99Ms < TARGET_P99_MS && all202
   finish(
@@ -237,6 +270,7 @@ main("ingest-bench", async () => {
     pass,
     `${int(a.load.rate)} hooks/s (target ${int(TARGET_RATE)}), p50 ${fmt(a.load.p50Ms, 2)} ms, p99 ${fmt(a.load.p99Ms, 2)} ms (target < ${TARGET_P99_MS}), ` +
       `loop p99 ${fmt(a.loopP99, 2)} ms, peak RSS ${mib(a.peakRss)}; bare node:http ${int(b.load.rate)} req/s, ratio ${fmt(ratio, 2)}; ` +
-      `store alone ${fmt(stores[1]!.commit, 1)} µs/hook (worker), ${fmt(stores[0]!.commit, 1)} (main)${all202 ? "" : "; NOT every answer was 202"}`
+      `store alone (256-hook synced batch) ${fmt(w256.commit, 1)} µs/hook (worker), ${fmt(m256.commit, 1)} (main); ` +
+      `a 64-hook synced batch bounds ${CONNECTIONS} connections at ${int(w64.bound)} hooks/s${all202 ? "" : "; NOT every answer was 202"}`
   )
 })

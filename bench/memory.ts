@@ -1,0 +1,125 @@
+/**
+ * Issue 6 `bench/memory`: the resident memory of a serving node holding
+ * ROWS queued rows over TENANTS tenants. Target: VmRSS <= TARGET_MIB.
+ *
+ * The store is built offline (bench/lib/queued-store.ts: real transitions,
+ * unsynced batches): every row due, each tenant's rows in distinct seconds of
+ * the last SPREAD_MS, so the active index holds about one marker per row (the
+ * worst case of TEN-1 §5's bound). Then `ankusa serve` starts on it in a child
+ * process with dispatch parked (its sink never answers, `pipeline.maxInflight`
+ * 1: one row claimed, nothing more) and the gauge tick every second (each
+ * tick reads the first 10,000 active tenants' counters). Once the gauges show
+ * the backlog, a few more ticks pass and REQUESTS hooks are ingested and
+ * /metrics is read; then VmRSS and VmHWM come from /proc/<pid>/status.
+ * Run: npx tsx bench/memory.ts [--quick]
+ */
+import { Effect } from "effect"
+import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
+import { storeDirOf } from "../src/programs/store.js"
+import { memoryOf, tempDir } from "./lib/proc.js"
+import { builder, dueHooks } from "./lib/queued-store.js"
+import { arg, finish, fmt, int, log, machine, main, mib, quick, table } from "./lib/report.js"
+import { metricValue, startServe } from "./lib/serve-child.js"
+import { startTarget } from "./lib/target-server.js"
+
+const ROWS = arg("rows", quick ? 100_000 : 1_000_000)
+const TENANTS = arg("tenants", quick ? 10_000 : 100_000)
+const SPREAD_MS = 600_000
+export const TARGET_MIB = 512
+/** Gauge ticks (1 s apart) let pass after the first one that shows the backlog. */
+const MORE_TICKS = 3
+const REQUESTS = 200
+/** How long the backlog may take to show in the gauges after boot. */
+const GAUGES_TIMEOUT_MS = 120_000
+
+const build = (storeDir: string) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const store = yield* makeRocksDbStore(storeDir)
+      const b = yield* builder(store, { sinks: ["a"], bodyBytes: 256 })
+      const ords = Array.from({ length: TENANTS }, (_, i) => i + 1)
+      yield* b.add(dueHooks(ords, ROWS, Date.now() - 1_000, SPREAD_MS))
+      return b.rows()
+    })
+  )
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+const run = async (): Promise<{ readonly ok: boolean; readonly detail: string }> => {
+  console.log(`memory: ${int(ROWS)} due rows over ${int(TENANTS)} tenants; ${machine()}${quick ? "; --quick" : ""}`)
+  const dir = tempDir("memory")
+  const sink = await startTarget({ hang: true })
+  try {
+    const t0 = performance.now()
+    const rows = await Effect.runPromise(build(storeDirOf(dir.path)))
+    log(`store built offline: ${int(rows)} rows in ${fmt((performance.now() - t0) / 1000, 1)} s; starting serve`)
+    const bootStart = performance.now()
+    const server = await startServe({
+      dataDir: dir.path,
+      config: {
+        sources: [{ id: "mem", tenant: { header: "x-tenant" }, routes: ["a"] }],
+        sinks: [{ name: "a", url: `${sink.url}/a`, timeoutMs: 300_000, concurrency: 1 }],
+        pipeline: { maxInflight: 1, tickMs: 60_000 },
+        gauges: { intervalMs: 1_000 },
+        http: { demoSink: false },
+        log: { level: "info" }
+      }
+    })
+    try {
+      const bootSeconds = (performance.now() - bootStart) / 1000
+      const afterBoot = memoryOf(server.pid)
+      // The gauges have ticked once the aggregate shows the backlog.
+      const until = performance.now() + GAUGES_TIMEOUT_MS
+      let queued = 0
+      while (performance.now() < until) {
+        const text = await fetch(`${server.url}/metrics`).then((r) => r.text())
+        queued = (metricValue(text, "ankusa_queue_pending") ?? 0) + (metricValue(text, "ankusa_queue_inflight") ?? 0)
+        if (queued >= rows) break
+        await sleep(250)
+      }
+      await sleep(MORE_TICKS * 1_000)
+      let accepted = 0
+      for (let i = 0; i < REQUESTS; i++) {
+        const r = await fetch(`${server.url}/v1/hooks/mem`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-tenant": `tenant-${1 + ((i * 7919) % TENANTS)}` },
+          body: JSON.stringify({ i })
+        })
+        await r.text()
+        if (r.status === 202) accepted++
+      }
+      const metrics = await fetch(`${server.url}/metrics`).then((r) => r.text())
+      const serving = memoryOf(server.pid)
+      table(
+        ["when", "VmRSS", "VmHWM (peak)"],
+        [
+          [`after boot (${fmt(bootSeconds, 1)} s)`, mib(afterBoot.rss), mib(afterBoot.peak)],
+          [`serving: gauges ticked, ${accepted}/${REQUESTS} hooks accepted, /metrics read`, mib(serving.rss), mib(serving.peak)]
+        ]
+      )
+      console.log(
+        `gauges: pending ${int(metricValue(metrics, "ankusa_queue_pending") ?? NaN)}, tenants ${int(metricValue(metrics, "ankusa_tenants") ?? NaN)}, ` +
+          `event-loop delay p99 ${fmt((metricValue(metrics, 'ankusa_event_loop_delay_seconds{quantile="0.99"}') ?? NaN) * 1000, 2)} ms`
+      )
+      const shown = queued >= rows
+      const ok = serving.rss <= TARGET_MIB * 1024 * 1024 && shown && accepted === REQUESTS
+      return {
+        ok,
+        detail: `VmRSS ${mib(serving.rss)} serving ${int(rows)} queued rows over ${int(TENANTS)} tenants (target <= ${TARGET_MIB} MiB), peak ${mib(serving.peak)}` +
+          (shown ? "" : `; the gauges never showed the backlog (${int(queued)})`) +
+          (accepted === REQUESTS ? "" : `; only ${accepted}/${REQUESTS} hooks accepted`)
+      }
+    } finally {
+      await server.kill()
+    }
+  } finally {
+    await sink.close()
+    dir.remove()
+  }
+}
+
+// The verdict is printed after the server, the sink and the store are gone (finish exits the process).
+main("memory", async () => {
+  const r = await run()
+  finish("memory", r.ok, r.detail)
+})
