@@ -308,6 +308,26 @@ describe("Writer", () => {
     })
   )
 
+  it.live("onCommit runs after each successful commit and not after a failed one", () =>
+    Effect.gen(function* () {
+      const db = new MemoryDb()
+      let woken = 0
+      const layer = Layer.mergeAll(writerLayer({}, { onCommit: Effect.sync(() => void woken++) })).pipe(
+        Layer.provideMerge(layerMemory({ db }))
+      )
+      yield* Effect.gen(function* () {
+        const writer = yield* Writer
+        yield* writer.submit(req("a"))
+        expect(woken).toBe(1)
+        db.failNextWrite = 1
+        expect(Either.isLeft(yield* Effect.either(writer.submit(req("a"))))).toBe(true)
+        expect(woken).toBe(1)
+        yield* writer.submit(req("b"))
+        expect(woken).toBe(2)
+      }).pipe(Effect.provide(layer))
+    })
+  )
+
   it.live("counters after ingest equal the expected pending, bytes and archive_pending per tenant", () =>
     Effect.gen(function* () {
       const writer = yield* Writer

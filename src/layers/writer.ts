@@ -164,7 +164,13 @@ const loadState = (store: StoreShape) =>
     return { nextSeq, nextOrd: TenantOrds.nextOrdOf(ordV), node: HookId.nodeHex(node) }
   })
 
-export const make = (options: WriterOptions = {}) =>
+/** What the Writer tells others; not settings. */
+export interface WriterHooks {
+  /** Runs after every successful commit (the pipeline's wake, so new rows need not wait for a tick). */
+  readonly onCommit?: Effect.Effect<void>
+}
+
+export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
   Effect.gen(function* () {
     const o = yield* resolveOptions(options)
     const store = yield* Store
@@ -297,6 +303,7 @@ export const make = (options: WriterOptions = {}) =>
           // Later copies in the same batch answer as duplicates of the first.
           yield* succeed(w.items.slice(1), { ...r, duplicate: true })
         }
+        if (hooks.onCommit !== undefined) yield* hooks.onCommit
       })
 
     // Every request of the batch gets an answer: a failed commit fails them all (completed ones stay completed).
@@ -390,4 +397,5 @@ export const make = (options: WriterOptions = {}) =>
   })
 
 /** The Writer over the `Store`; closing its scope drains the queue (see `make`). */
-export const layer = (options: WriterOptions = {}): Layer.Layer<Writer, StoreError, Store> => Layer.scoped(Writer, make(options))
+export const layer = (options: WriterOptions = {}, hooks: WriterHooks = {}): Layer.Layer<Writer, StoreError, Store> =>
+  Layer.scoped(Writer, make(options, hooks))

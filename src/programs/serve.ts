@@ -79,6 +79,7 @@ const build = <ROut, E, RIn>(ctx: Ctx, layer: Layer.Layer<ROut, E, RIn>): Effect
 export const serve = (config: Config) =>
   Effect.scoped(
     Effect.gen(function* () {
+      let wakePipeline: Effect.Effect<void> = Effect.void
       const dataDir = path.resolve(config.dataDir)
       const storeDir = storeDirOf(dataDir)
       fs.mkdirSync(storeDir, { recursive: true })
@@ -110,12 +111,17 @@ export const serve = (config: Config) =>
       ctx = yield* build(ctx, Tenants.layer)
       ctx = yield* build(
         ctx,
-        Writer.layer({
-          ...config.writer,
-          tenantsMax: config.tenants.max,
-          dedupeWindowMs: config.dedupe.windowMs
-        })
+        Writer.layer(
+          {
+            ...config.writer,
+            tenantsMax: config.tenants.max,
+            dedupeWindowMs: config.dedupe.windowMs
+          },
+          // The pipeline starts later; until then a commit wakes nobody.
+          { onCommit: Effect.suspend(() => wakePipeline) }
+        )
       )
+      const writer = Context.get(ctx, Writer.Writer)
       const quarantine = {
         maxCount: config.quarantine.maxCount,
         maxBytes: config.quarantine.maxBytes,
@@ -135,14 +141,14 @@ export const serve = (config: Config) =>
         })
       )
       ctx = yield* build(ctx, Reclaim.layer())
-      // Integration point: when the Writer exposes its commit section, pass it as `exclusive`
-      // (src/layers/dedupe-sweep.ts says why); until then the sweep runs beside ingest.
-      ctx = yield* build(ctx, DedupeSweep.layer())
+      // Each sweep step runs inside the Writer's commit section (src/layers/dedupe-sweep.ts says why).
+      ctx = yield* build(ctx, DedupeSweep.layer({ exclusive: writer.exclusive }))
       ctx = yield* build(ctx, DlqCeiling.layer({ maxRows: config.dlq.maxRows, maxBytes: config.dlq.maxBytes }))
       ctx = yield* build(
         ctx,
         Pipeline.layer({ ...config.pipeline, sinks: sinksOf(config, origin) }).pipe(Layer.provide(NodeHttpClient.layerUndici))
       )
+      wakePipeline = Context.get(ctx, Pipeline.Pipeline).wake
       ctx = yield* build(ctx, Gauges.layer({ intervalMs: config.gauges.intervalMs }))
       ctx = yield* build(ctx, EventLoopMetrics.layer)
       ctx = yield* build(
@@ -153,7 +159,8 @@ export const serve = (config: Config) =>
           Reclaim.layerSchedule(),
           DedupeSweep.layerSchedule(),
           DlqCeiling.layerSchedule(),
-          config.archive.enabled ? Archive.layerCompactor() : Layer.empty
+          // Always on: with the archive off it still drops obligations past retention.
+          Archive.layerCompactor()
         )
       )
 

@@ -17,6 +17,7 @@ import * as path from "node:path"
 import * as Registry from "../domain/migrations/registry.js"
 import * as Config from "../layers/config.js"
 import { checkStore, formatReport } from "../layers/check.js"
+import { checkLifecycle, formatLifecycleReport } from "../layers/check-lifecycle.js"
 import * as Fixture from "../layers/fixture.js"
 import * as Migrate from "../layers/migrate.js"
 import * as Archive from "../layers/store-archive.js"
@@ -128,9 +129,13 @@ export const check = (dir: string) =>
   Effect.gen(function* () {
     const format = yield* probeFormat(dir)
     if (format < CURRENT_FORMAT) return yield* Effect.fail(new NotMigrated({ dir, format }))
-    const report = yield* Effect.scoped(Effect.flatMap(makeRocksDbStore(dir, { commitThread: "main" }), checkStore))
+    const [report, lifecycle] = yield* Effect.scoped(
+      Effect.flatMap(makeRocksDbStore(dir, { commitThread: "main" }), (store) => Effect.zip(checkStore(store), checkLifecycle(store)))
+    )
     yield* Console.log(formatReport(report))
-    if (!report.ok) return yield* Effect.fail(new CheckFailed({ differences: report.differenceCount }))
+    yield* Console.log(formatLifecycleReport(lifecycle))
+    const differences = report.differenceCount + lifecycle.differenceCount
+    if (differences > 0) return yield* Effect.fail(new CheckFailed({ differences }))
   })
 
 // ---------------------------------------------------------------------------
