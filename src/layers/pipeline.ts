@@ -73,6 +73,12 @@ export const Ranges: Readonly<Record<keyof typeof Defaults, readonly [number, nu
 export const MIN_TICK_GAP_MS = 5
 /** Backoff between attempts of an outcome commit that failed (the rows stay `?F` meanwhile). */
 export const COMMIT_RETRY_MS = 200
+/**
+ * A commit wakes the tick only once at least this share of `maxInflight` is free (at least one
+ * slot), so a drain claims in batches instead of ticking for every outcome; below it the
+ * periodic tick still runs.
+ */
+export const WAKE_FREE_FRACTION = 0.25
 
 export type Input = Partial<Omit<PipelineOptions, "sinks">> & { readonly sinks: ReadonlyArray<SinkOptions> }
 
@@ -123,6 +129,19 @@ interface Claimed {
   readonly ref: K.InflightRef
 }
 
+interface Job {
+  readonly claimed: Claimed
+  readonly env: Envelope
+  readonly row: Deliveries.DeliveryRow
+  readonly name: string
+}
+
+interface Sink {
+  readonly options: SinkOptions
+  readonly key: Uint8Array | undefined
+  readonly jobs: Q.Queue<Job>
+}
+
 const refOf = (d: DueEntry): K.InflightRef => ({ ord: d.ref.ord, seq: d.ref.seq, sink: d.ref.sink })
 
 export const make = (input: Input) =>
@@ -132,13 +151,13 @@ export const make = (input: Input) =>
     const queue = yield* Queue
     const client = yield* HttpClient.HttpClient
 
-    const sinks = new Map<string, { readonly options: SinkOptions; readonly key: Uint8Array | undefined; readonly permits: Effect.Semaphore }>()
+    // Per sink, a FIFO of claimed rows waiting for a call, drained by exactly `concurrency` worker
+    // fibers (forked below): the sink's concurrency bound, with no fiber per waiting row. Unbounded
+    // as a queue, bounded by construction: every job is a claimed row, and claims stop at
+    // `maxInflight` rows not yet settled.
+    const sinks = new Map<string, Sink>()
     for (const s of o.sinks) {
-      sinks.set(s.name, {
-        options: s,
-        key: s.secret === undefined ? undefined : parseSecret(s.secret),
-        permits: yield* Effect.makeSemaphore(s.concurrency)
-      })
+      sinks.set(s.name, { options: s, key: s.secret === undefined ? undefined : parseSecret(s.secret), jobs: yield* Q.unbounded<Job>() })
     }
 
     // TEN-1 §5: per-tenant scan floors, memory only; evicted when a tenant drains.
@@ -147,7 +166,10 @@ export const make = (input: Input) =>
     let inflight = 0
     let stopping = false
 
-    const calls = yield* FiberSet.make<void, never>()
+    // Jobs handed to the sink workers and not finished (queued or calling); `idle` is open at 0.
+    let busy = 0
+    const idle = yield* Effect.makeLatch(true)
+    const workers = yield* FiberSet.make<never, never>()
     const outcomes = yield* Q.unbounded<Settled>()
     const wakeups = yield* Q.sliding<void>(1)
     const ticking = yield* Effect.makeSemaphore(1)
@@ -163,8 +185,11 @@ export const make = (input: Input) =>
           onSuccess: () =>
             Effect.forEach(items, (i) => Metric.increment(M.outcome(i.sink, i.outcome)), { discard: true })
         }),
-        Effect.ensuring(Effect.sync(() => {
+        Effect.ensuring(Effect.suspend(() => {
           inflight -= items.length
+          // Slots freed: claim again without waiting out the tick period (docs/delivery.md "Dispatch tick").
+          const free = o.maxInflight - inflight
+          return free >= Math.max(1, Math.floor(o.maxInflight * WAKE_FREE_FRACTION)) ? Q.offer(wakeups, undefined) : Effect.void
         }))
       )
 
@@ -177,7 +202,8 @@ export const make = (input: Input) =>
 
     const settle = (s: Settled) => Q.offer(outcomes, s)
 
-    const deliver = (c: Claimed, env: Envelope | undefined, row: Deliveries.DeliveryRow): Effect.Effect<void> =>
+    /** Route a claimed row: settle it at once when it cannot be called, else queue it for its sink's workers. */
+    const dispatch = (c: Claimed, env: Envelope | undefined, row: Deliveries.DeliveryRow): Effect.Effect<void> =>
       Effect.gen(function* () {
         const size = c.entry.value.size
         const name = env?.sinks[c.ref.sink]
@@ -185,19 +211,27 @@ export const make = (input: Input) =>
           yield* Effect.logWarning("pipeline: hook envelope gone or undecodable; row dropped", c.ref)
           return yield* settle({ transition: Deliveries.orphanDrop(c.ref, size), sink: "unknown", outcome: "dropped" })
         }
-        const hook = { sourceId: env.sourceId, id: env.id }
         const sink = sinks.get(name)
         if (sink === undefined) {
           // A sink removed from the configuration: keep the row in the DLQ, where replay can find it.
           const now = yield* Clock.currentTimeMillis
           yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { ...c.ref, sinkName: name })
-          return yield* settle({ transition: Deliveries.deadLetter(c.ref, { ...row, lastAt: now }, now, hook), sink: name, outcome: "dead" })
+          return yield* settle({ transition: Deliveries.deadLetter(c.ref, { ...row, lastAt: now }, now, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
         }
-        const a = yield* sink.permits.withPermits(1)(SinkClient.call(client, sink.options, sink.key, env))
+        busy += 1
+        if (busy === 1) idle.unsafeClose()
+        yield* Q.offer(sink.jobs, { claimed: c, env, row, name })
+      })
+
+    /** One sink call and its outcome. */
+    const deliver = (sink: Sink, job: Job): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        const { claimed: c, env, row, name } = job
+        const a = yield* SinkClient.call(client, sink.options, sink.key, env)
         yield* Metric.update(M.latencyOf(name), a.durationMs / 1000)
         const after: Deliveries.DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
         if (a.status >= 200 && a.status < 300) {
-          return yield* settle({ transition: Deliveries.delivered(c.ref, size), sink: name, outcome: "delivered" })
+          return yield* settle({ transition: Deliveries.delivered(c.ref, c.entry.value.size), sink: name, outcome: "delivered" })
         }
         const random = yield* Random.next
         const d = Retry.next(sink.options.retry, { attempt: after.attempts, status: a.status, retryAfter: a.retryAfter, now: a.endedAt, random })
@@ -205,12 +239,12 @@ export const make = (input: Input) =>
           return yield* settle({ transition: Deliveries.retry(c.ref, after, d.at), sink: name, outcome: "retried" })
         }
         yield* Effect.logInfo("pipeline: row dead-lettered", { ...c.ref, sinkName: name, status: a.status, error: a.error, reason: d.reason })
-        return yield* settle({ transition: Deliveries.deadLetter(c.ref, after, a.endedAt, hook), sink: name, outcome: "dead" })
+        return yield* settle({ transition: Deliveries.deadLetter(c.ref, after, a.endedAt, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
       })
 
     /** A defect in a delivery must not leak its slot: the row stays ?F (boot recovery), the count goes down. */
     const guarded = (c: Claimed, effect: Effect.Effect<void>): Effect.Effect<void> =>
-      Effect.interruptible(effect).pipe(
+      effect.pipe(
         Effect.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause)
             ? Effect.void
@@ -219,8 +253,16 @@ export const make = (input: Input) =>
                   inflight -= 1
                 }))
               )
-        )
+        ),
+        Effect.ensuring(Effect.sync(() => {
+          busy -= 1
+          if (busy === 0) idle.unsafeOpen()
+        }))
       )
+
+    /** A sink worker: one call at a time, forever; `concurrency` of them per sink. */
+    const worker = (sink: Sink): Effect.Effect<never> =>
+      Effect.interruptible(Effect.forever(Q.take(sink.jobs).pipe(Effect.flatMap((job) => guarded(job.claimed, deliver(sink, job))))))
 
     // --- the tick ----------------------------------------------------------
 
@@ -275,7 +317,7 @@ export const make = (input: Input) =>
         for (let i = 0; i < claimed.length; i++) {
           const c = claimed[i]!
           const row = Deliveries.decodeRow(rows[i]) ?? Deliveries.freshRow(c.entry.value.size)
-          yield* FiberSet.run(calls, guarded(c, deliver(c, envs.get(c.ref.seq), row)))
+          yield* dispatch(c, envs.get(c.ref.seq), row)
         }
       }
 
@@ -308,6 +350,9 @@ export const make = (input: Input) =>
     })
 
     const committer = yield* Effect.forkScoped(Effect.forever(commitStep))
+    for (const sink of sinks.values()) {
+      for (let i = 0; i < sink.options.concurrency; i++) yield* FiberSet.run(workers, worker(sink))
+    }
     const ticker = yield* Effect.forkScoped(loop)
 
     // Shutdown (docs/delivery.md "Limits"): stop claiming, give sink calls the grace period,
@@ -319,11 +364,12 @@ export const make = (input: Input) =>
           stopping = true
         }))
         // Finalizers run uninterruptibly: the wait must be made interruptible for the timeout to cut it.
-        yield* Effect.interruptible(FiberSet.awaitEmpty(calls)).pipe(Effect.timeout(Duration.millis(o.graceMs)), Effect.ignore)
-        const cut = yield* FiberSet.size(calls)
+        yield* Effect.interruptible(idle.await).pipe(Effect.timeout(Duration.millis(o.graceMs)), Effect.ignore)
+        const cut = busy
         if (cut > 0) yield* Effect.logWarning("pipeline: grace period over; rows left inflight for boot recovery", { rows: cut })
-        yield* FiberSet.clear(calls)
-        yield* FiberSet.awaitEmpty(calls)
+        // Calls still running are cut and rows still queued never start: all stay ?F.
+        yield* FiberSet.clear(workers)
+        yield* FiberSet.awaitEmpty(workers)
         yield* Fiber.interrupt(committer)
         const rest = Chunk.toReadonlyArray(yield* Q.takeAll(outcomes))
         for (let i = 0; i < rest.length; i += o.commitBatch) yield* commit(rest.slice(i, i + o.commitBatch))

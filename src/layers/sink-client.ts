@@ -78,6 +78,16 @@ export const requestHeaders = (
   return out
 }
 
+/** A sink answer up to this size (by its `content-length`) is read in one buffer; larger or unsized ones are streamed. */
+export const MAX_BUFFERED_ANSWER_BYTES = 64 * 1024
+
+/** True when the answer has no body (204, 304) or declares one of at most MAX_BUFFERED_ANSWER_BYTES. */
+export const answerIsSmall = (status: number, contentLength: string | undefined): boolean => {
+  if (status === 204 || status === 304) return true
+  if (contentLength === undefined || !/^\d{1,15}$/.test(contentLength)) return false
+  return Number(contentLength) <= MAX_BUFFERED_ANSWER_BYTES
+}
+
 /** POST the hook to the sink. Never fails: every failure is an `Attempt` with status 0 or the sink's status. */
 export const call = (
   client: HttpClient.HttpClient,
@@ -92,8 +102,9 @@ export const call = (
       HttpClientRequest.bodyUint8Array(env.body, env.contentType)
     )
     const result = yield* client.execute(request).pipe(
-      // Read the response to its end (discarding it) so the connection is reused.
-      Effect.tap((res) => Stream.runDrain(res.stream)),
+      // Read the response to its end (discarding it) so the connection is reused: a body known to
+      // be empty or small is taken whole (about half the cost of streaming it), any other streamed.
+      Effect.tap((res) => (answerIsSmall(res.status, res.headers["content-length"]) ? res.arrayBuffer : Stream.runDrain(res.stream))),
       Effect.map((res) => ({ status: res.status, retryAfter: res.headers["retry-after"], error: undefined })),
       Effect.timeoutFail({ duration: sink.timeoutMs, onTimeout: () => "timeout" as const }),
       Effect.catchAll((e) =>
