@@ -140,6 +140,7 @@ interface Sink {
   readonly options: SinkOptions
   readonly key: Uint8Array | undefined
   readonly jobs: Q.Queue<Job>
+  readonly latency: ReturnType<typeof M.latencyOf>
 }
 
 const refOf = (d: DueEntry): K.InflightRef => ({ ord: d.ref.ord, seq: d.ref.seq, sink: d.ref.sink })
@@ -157,7 +158,23 @@ export const make = (input: Input) =>
     // `maxInflight` rows not yet settled.
     const sinks = new Map<string, Sink>()
     for (const s of o.sinks) {
-      sinks.set(s.name, { options: s, key: s.secret === undefined ? undefined : parseSecret(s.secret), jobs: yield* Q.unbounded<Job>() })
+      sinks.set(s.name, {
+        options: s,
+        key: s.secret === undefined ? undefined : parseSecret(s.secret),
+        jobs: yield* Q.unbounded<Job>(),
+        latency: M.latencyOf(s.name)
+      })
+    }
+
+    // Tagged outcome counters, built once per (sink, outcome) instead of per row. Bounded: only the
+    // configured sinks (and "unknown") are cached, times four outcomes; other names are built per use.
+    const outcomeMetrics = new Map<string, ReturnType<typeof M.outcome>>()
+    const outcomeMetric = (sink: string, outcome: M.Outcome) => {
+      if (!sinks.has(sink) && sink !== "unknown") return M.outcome(sink, outcome)
+      const k = `${outcome}\u0000${sink}`
+      let m = outcomeMetrics.get(k)
+      if (m === undefined) outcomeMetrics.set(k, m = M.outcome(sink, outcome))
+      return m
     }
 
     // TEN-1 §5: per-tenant scan floors, memory only; evicted when a tenant drains.
@@ -183,7 +200,7 @@ export const make = (input: Input) =>
         Effect.matchEffect({
           onFailure: (e) => Effect.logError("pipeline: outcomes left inflight for boot recovery", { rows: items.length, error: e.message }),
           onSuccess: () =>
-            Effect.forEach(items, (i) => Metric.increment(M.outcome(i.sink, i.outcome)), { discard: true })
+            Effect.forEach(items, (i) => Metric.increment(outcomeMetric(i.sink, i.outcome)), { discard: true })
         }),
         Effect.ensuring(Effect.suspend(() => {
           inflight -= items.length
@@ -228,7 +245,7 @@ export const make = (input: Input) =>
       Effect.gen(function* () {
         const { claimed: c, env, row, name } = job
         const a = yield* SinkClient.call(client, sink.options, sink.key, env)
-        yield* Metric.update(M.latencyOf(name), a.durationMs / 1000)
+        yield* Metric.update(sink.latency, a.durationMs / 1000)
         const after: Deliveries.DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
         if (a.status >= 200 && a.status < 300) {
           return yield* settle({ transition: Deliveries.delivered(c.ref, c.entry.value.size), sink: name, outcome: "delivered" })
