@@ -11,6 +11,7 @@ import * as K from "../../src/domain/keys.js"
 import { checkStore, type CheckReport } from "../../src/layers/check.js"
 import { familyRows } from "../../src/layers/store-family.js"
 import { makeRocksDbStore } from "../../src/layers/store-rocksdb.js"
+import type { StoreShape } from "../../src/layers/store.js"
 
 /** Sinks of every hook, in fan-out order: `ok` answers 204, `fail` 500, `slow` never (the sink times out). */
 export const SINKS = ["ok", "fail", "slow"] as const
@@ -121,7 +122,8 @@ export interface Inspection {
   readonly traces: { readonly delivered: number; readonly due: number; readonly inflight: number; readonly dead: number }
 }
 
-const keysOf = (store: Effect.Effect.Success<ReturnType<typeof makeRocksDbStore>>, family: K.Family, decode: (k: Uint8Array) => K.InflightRef) =>
+/** `ord/seq/sink` of every row of a family. */
+const keysOf = (store: StoreShape, family: K.Family, decode: (k: Uint8Array) => K.InflightRef) =>
   familyRows(store, family).pipe(
     Stream.runCollect,
     Effect.map((c) => new Set(Chunk.toReadonlyArray(c).map((e) => {
