@@ -3,7 +3,7 @@
  * router, served by Node's http server (NodeHttpServer). Every expected error
  * is answered by `errors.ts`; a defect is logged and answered 500.
  */
-import { HttpRouter, HttpServer } from "@effect/platform"
+import { HttpMiddleware, HttpRouter, HttpServer } from "@effect/platform"
 import type { ServeError } from "@effect/platform/HttpServerError"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Effect, Layer } from "effect"
@@ -36,6 +36,9 @@ export const app = (config: Config) =>
 /** The server on `http.host:http.port` (port 0: a free one; read it from `HttpServer.HttpServer`'s address). */
 export const layer = (config: Config): Layer.Layer<HttpServer.HttpServer, ServeError, Gate> =>
   HttpServer.serve(app(config)).pipe(
+    // Nothing here exports spans: the platform's per-request server span (URL parse, one attribute per
+    // header) was pure cost on the ingest path.
+    HttpMiddleware.withTracerDisabledWhen(() => true),
     Layer.provideMerge(
       Layer.effectDiscard(Metrics.register).pipe(
         Layer.provideMerge(NodeHttpServer.layer(createServer, { host: config.http.host, port: config.http.port }))
