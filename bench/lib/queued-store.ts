@@ -43,14 +43,8 @@ export interface BuilderOptions {
   readonly sourceId?: string
 }
 
-/** A due row as written: its key fields and its size (the envelope's). */
-export interface DueRow {
-  readonly ord: number
-  readonly at: number
-  readonly seq: number
-  readonly sink: number
-  readonly size: number
-}
+/** A due row as written: its key fields and its size (the envelope's); every bench row is a first attempt. */
+export type DueRow = Omit<Deliveries.DueRow, "kind">
 
 export const tenantName = (ord: number): string => `tenant-${ord}`
 

@@ -144,14 +144,21 @@ const withStore = <A>(f: (store: StoreShape, queue: QueueShape) => Effect.Effect
     })
   )
 
+/** A store builder with the active tenants and the load loop's pool of due rows (half a spread ago). */
+const seedActive = (store: StoreShape) =>
+  Effect.gen(function* () {
+    const b = yield* builder(store)
+    const ords = Array.from({ length: ACTIVE_TENANTS }, (_, i) => i + 1)
+    const at = Date.now()
+    const pool: Array<DueRow> = []
+    yield* b.add(dueHooks(ords, LOAD_POOL, at - SPREAD_MS / 2, 1), pool)
+    return { b, ords, at, pool }
+  })
+
 const rowsAxis = (spec: TickSpec) =>
   withStore((store, queue) =>
     Effect.gen(function* () {
-      const b = yield* builder(store)
-      const ords = Array.from({ length: ACTIVE_TENANTS }, (_, i) => i + 1)
-      const at = Date.now()
-      const pool: Array<DueRow> = []
-      yield* b.add(dueHooks(ords, LOAD_POOL, at - SPREAD_MS / 2, 1), pool)
+      const { b, ords, at, pool } = yield* seedActive(store)
       const tick = yield* spec.make(store, queue)
       const cells: Array<Cell> = []
       for (const size of ROW_CELLS) {
@@ -169,11 +176,7 @@ const rowsAxis = (spec: TickSpec) =>
 const tenantsAxis = (spec: TickSpec) =>
   withStore((store, queue) =>
     Effect.gen(function* () {
-      const b = yield* builder(store)
-      const ords = Array.from({ length: ACTIVE_TENANTS }, (_, i) => i + 1)
-      const at = Date.now()
-      const pool: Array<DueRow> = []
-      yield* b.add(dueHooks(ords, LOAD_POOL, at - SPREAD_MS / 2, 1), pool)
+      const { b, ords, at, pool } = yield* seedActive(store)
       yield* b.add(dueHooks(ords, ACTIVE_ROWS - LOAD_POOL, at, SPREAD_MS))
       const tick = yield* spec.make(store, queue)
       const cells: Array<Cell> = []
