@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { join } from "node:path"
+import { createInterface } from "node:readline"
 import * as K from "../src/domain/keys.js"
 import { scanFrames, SEGMENT_MAGIC } from "../src/domain/segment.js"
 import * as Archive from "../src/layers/archive.js"
@@ -35,27 +36,20 @@ const runAndKill = (storeDir: string, archiveDir: string, mode: { readonly pause
     let paused = false
     let killing = false
     let stderr = ""
-    let buffered = ""
     const kill = (after: number) => {
       if (killing) return
       killing = true
       setTimeout(() => child.kill("SIGKILL"), after)
     }
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-    child.stdout.setEncoding("utf8")
-    child.stdout.on("data", (d: string) => {
-      buffered += d
-      const lines = buffered.split("\n")
-      buffered = lines.pop()!
-      for (const line of lines) {
-        const [what, n] = line.split(" ")
-        if (what === "ingested") acked = Number(n)
-        if (what === "settled") settled = Number(n)
-        if (what === "settled" && ++settles >= mode.settles && !mode.pause) kill(mode.delayMs)
-        if (what === "appended") {
-          paused = true
-          kill(0)
-        }
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      const [what, n] = line.split(" ")
+      if (what === "ingested") acked = Number(n)
+      if (what === "settled") settled = Number(n)
+      if (what === "settled" && ++settles >= mode.settles && !mode.pause) kill(mode.delayMs)
+      if (what === "appended") {
+        paused = true
+        kill(0)
       }
     })
     child.on("exit", (code, signal) => {

@@ -12,6 +12,7 @@ import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { createInterface } from "node:readline"
 import { Families, familyDataRange } from "../src/domain/keys.js"
 import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
 import { counters, PUTS } from "./support/store-crash-child.js"
@@ -31,18 +32,11 @@ const runAndKill = (dir: string, thread: "main" | "worker", minCommits: number, 
     let first: number | undefined
     let last = 0
     let stderr = ""
-    let buffered = ""
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-    child.stdout.setEncoding("utf8")
-    child.stdout.on("data", (d: string) => {
-      buffered += d
-      const lines = buffered.split("\n")
-      buffered = lines.pop()!
-      for (const line of lines) {
-        last = Number(line.replace("committed ", ""))
-        first ??= last
-        if (last - first + 1 >= minCommits) Deferred.unsafeDone(reached, Exit.void)
-      }
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      last = Number(line.replace("committed ", ""))
+      first ??= last
+      if (last - first + 1 >= minCommits) Deferred.unsafeDone(reached, Exit.void)
     })
     child.on("exit", (_code, signal) => Deferred.unsafeDone(exited, Exit.succeed(signal)))
     yield* Effect.raceFirst(
