@@ -1,21 +1,29 @@
 /**
  * Issue 6 `bench/delivery-bench`: HOOKS queued hooks (one sink each, 1 KiB
  * bodies, 100 tenants, all due) drained by the real pipeline
- * (src/layers/pipeline.ts on the RocksDB store, undici client) to a local
- * sink in its own process answering 204 (bench/lib/target-server.ts).
+ * (src/layers/pipeline.ts on the RocksDB store, its node:http sink client) to
+ * a local sink in its own process answering 204 (bench/lib/target-server.ts).
  * Prints deliveries/s (first tick to the last outcome committed), the sink's
  * observed maximum concurrency, the TCP connections the sink accepted (a
  * client that reuses its keep-alive connections opens about as many as its
  * concurrency), and the pipeline settings of each run.
  *
+ * In the same run, before each drain, a bare client loop
+ * (bench/lib/bare-client.ts: node:http, keep-alive, the same concurrency, the
+ * same sink, the same 1 KiB bodies, HOOKS calls after a short warm-up) gives
+ * the calls/s one Node process manages against that sink on this machine;
+ * the drain's deliveries/s is also printed as a ratio to it.
+ *
  * Two runs on fresh stores: the shipped defaults (`pipeline.*` defaults, sink
- * concurrency 16), which decide PASS (>= TARGET_RATE deliveries/s, every row
- * delivered, none dead), and a tuned run (shorter tick, more inflight, more
- * sink concurrency) printed for comparison: the gap between the two is what
- * the defaults cost.
+ * concurrency 16), which decide PASS, and a tuned run (shorter tick, more
+ * inflight, more sink concurrency) printed for comparison: the gap between
+ * the two is what the defaults cost. PASS needs every row delivered, none
+ * dead, and either rule (the summary says which held): deliveries/s >=
+ * TARGET_RATE, or deliveries/s >= SCALED_SHARE x the bare loop's calls/s
+ * (docs/testing.md "delivery-bench": the issue set 20,000/s where a bare
+ * Node server answered 55,000 req/s, a share of 0.364 of one Node process).
  * Run: npx tsx bench/delivery-bench.ts [--quick] [--hooks N] [--trace]
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Duration, Effect, Layer } from "effect"
 import { defaultSchedule } from "../src/domain/retry-schedule.js"
 import * as Pipeline from "../src/layers/pipeline.js"
@@ -27,6 +35,7 @@ import { Store } from "../src/layers/store.js"
 import { memoryOf, tempDir } from "./lib/proc.js"
 import { builder, dueHooks } from "./lib/queued-store.js"
 import { arg, finish, fmt, int, log, machine, main, mib, quick, table } from "./lib/report.js"
+import { bareClientLoop, type BareResult } from "./lib/bare-client.js"
 import { startTarget, type Target } from "./lib/target-server.js"
 
 const HOOKS = arg("hooks", quick ? 10_000 : 50_000)
@@ -35,6 +44,15 @@ const TRACE = process.argv.includes("--trace")
 const TENANTS = 100
 const BODY_BYTES = 1_024
 export const TARGET_RATE = 20_000
+/** Where the issue set TARGET_RATE, a bare Node server answered this many req/s. */
+export const ISSUE_BARE_RATE = 55_000
+/**
+ * The scaled rule: deliveries/s at least this share of the bare client loop's calls/s measured in
+ * the same run (TARGET_RATE / ISSUE_BARE_RATE = 0.364, rounded up).
+ */
+export const SCALED_SHARE = 0.37
+/** Bare calls before the measured bare loop (JIT and connections warm). */
+const BARE_WARMUP_CALLS = 2_000
 /** A run that has not drained after this long stops there: its rate is what it delivered so far. */
 const DRAIN_TIMEOUT_MS = 2 * 60_000
 /** How often the aggregate counters are read to see the drain's end. */
@@ -74,7 +92,7 @@ const run = (s: Settings, sink: Target) =>
               tickMs: s.tickMs,
               maxInflight: s.maxInflight,
               sinks: [{ name: "sink", url: `${sink.url}/sink`, timeoutMs: 10_000, headers: {}, concurrency: s.concurrency, retry: defaultSchedule }]
-            }).pipe(Layer.provide(Layer.mergeAll(base, Layer.succeed(Queue, queue), NodeHttpClient.layerUndici)))
+            }).pipe(Layer.provide(Layer.mergeAll(base, Layer.succeed(Queue, queue))))
           )
           let lastLog = performance.now()
           for (;;) {
@@ -107,6 +125,15 @@ const run = (s: Settings, sink: Target) =>
     })
   )
 
+/** The bare client loop against this run's sink: warm-up, then HOOKS calls at the run's concurrency. */
+const bareRun = async (s: Settings, sink: Target): Promise<BareResult> => {
+  const url = `${sink.url}/sink`
+  const body = Buffer.alloc(BODY_BYTES, 0x61)
+  await bareClientLoop(url, body, BARE_WARMUP_CALLS, s.concurrency)
+  log(`delivery-bench ${s.name}: bare client loop, ${int(HOOKS)} calls at concurrency ${s.concurrency}`)
+  return bareClientLoop(url, body, HOOKS, s.concurrency)
+}
+
 main("delivery-bench", async () => {
   console.log(`delivery-bench: ${int(HOOKS)} hooks, 1 sink each, ${BODY_BYTES} B bodies, ${TENANTS} tenants; ${machine()}${quick ? "; --quick" : ""}`)
   const results = []
@@ -114,19 +141,23 @@ main("delivery-bench", async () => {
     // A fresh sink per run, so its max concurrency is this run's.
     const sink = await startTarget({ status: 204 })
     try {
-      results.push(await Effect.runPromise(run(s, sink)))
+      const bare = await bareRun(s, sink)
+      const r = await Effect.runPromise(run(s, sink))
+      results.push({ ...r, bare })
     } finally {
       await sink.close()
     }
   }
   table(
-    ["run", "tickMs", "maxInflight", "sink concurrency", "deliveries/s", "seconds", "sink requests", "sink max concurrent", "sink connections (max open)", "dead", "left"],
+    ["run", "tickMs", "maxInflight", "sink concurrency", "deliveries/s", "bare calls/s", "ratio", "seconds", "sink requests", "sink max concurrent", "sink connections (max open)", "dead", "left"],
     results.map((r) => [
       r.settings.name,
       int(r.settings.tickMs),
       int(r.settings.maxInflight),
       int(r.settings.concurrency),
       int(r.rate),
+      `${int(r.bare.rate)}${r.bare.failed > 0 ? ` (${int(r.bare.failed)} failed)` : ""}`,
+      fmt(r.rate / r.bare.rate, 2),
       fmt(r.seconds, 1),
       int(r.sinkRequests),
       int(r.sinkMaxConcurrent),
@@ -135,15 +166,26 @@ main("delivery-bench", async () => {
       int(r.left)
     ])
   )
-  console.log(`bench process peak RSS ${mib(memoryOf("self").peak)}`)
+  console.log(
+    `bare client CPU a call (this process): ${results.map((r) => `${r.settings.name} ${fmt(r.bare.cpuUsPerCall, 0)} µs`).join(", ")}; ` +
+      `bench process peak RSS ${mib(memoryOf("self").peak)}`
+  )
   const d = results[0]!
   const t = results[1]!
-  const clean = d.drained && d.dead === 0 && d.left === 0
+  const clean = d.drained && d.dead === 0 && d.left === 0 && d.bare.failed === 0
+  const scaled = SCALED_SHARE * d.bare.rate
+  const rule = d.rate >= TARGET_RATE ? `absolute target ${int(TARGET_RATE)}/s met` : d.rate >= scaled ? `scaled target met` : `neither target met`
+  console.log(
+    `target scaled to this machine: ${int(TARGET_RATE)}/s was set where a bare Node server did ${int(ISSUE_BARE_RATE)} req/s; ` +
+      `here ${SCALED_SHARE} x the bare client loop's ${int(d.bare.rate)} calls/s = ${int(scaled)} deliveries/s`
+  )
   finish(
     "delivery-bench",
-    clean && d.rate >= TARGET_RATE,
-    `${int(d.rate)} deliveries/s with the defaults (target ${int(TARGET_RATE)}), sink max concurrency ${d.sinkMaxConcurrent}; ` +
+    clean && (d.rate >= TARGET_RATE || d.rate >= scaled),
+    `${int(d.rate)} deliveries/s with the defaults (target ${int(TARGET_RATE)}, or scaled ${int(scaled)} = ${SCALED_SHARE} x bare ${int(d.bare.rate)} calls/s; ` +
+      `ratio ${fmt(d.rate / d.bare.rate, 2)}; ${rule}), sink max concurrency ${d.sinkMaxConcurrent}; ` +
       `tuned (tickMs ${t.settings.tickMs}, maxInflight ${t.settings.maxInflight}, concurrency ${t.settings.concurrency}) ${int(t.rate)}/s, ` +
-      `sink max concurrency ${t.sinkMaxConcurrent}${clean ? "" : `; NOT drained cleanly (dead ${d.dead}, left ${d.left})`}`
+      `bare ${int(t.bare.rate)} calls/s, ratio ${fmt(t.rate / t.bare.rate, 2)}, ` +
+      `sink max concurrency ${t.sinkMaxConcurrent}${clean ? "" : `; NOT drained cleanly (dead ${d.dead}, left ${d.left}, bare failures ${d.bare.failed})`}`
   )
 })

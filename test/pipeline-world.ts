@@ -7,7 +7,6 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { NodeHttpClient } from "@effect/platform-node"
 import { Context, Effect, ExecutionStrategy, Exit, Layer, Scope } from "effect"
 import * as Deliveries from "../src/domain/deliveries.js"
 import { encodeEnvelope, type Envelope } from "../src/domain/envelope.js"
@@ -45,7 +44,7 @@ export const startPipeline = (world: World, input: Pipeline.Input) =>
   Effect.gen(function* () {
     const outer = yield* Effect.scope
     const scope = yield* Scope.fork(outer, ExecutionStrategy.sequential)
-    const layer = Pipeline.layer(input).pipe(Layer.provide(NodeHttpClient.layerUndici), Layer.provide(Layer.succeedContext(world.context)))
+    const layer = Pipeline.layer(input).pipe(Layer.provide(Layer.succeedContext(world.context)))
     const ctx = yield* Layer.buildWithScope(layer, scope)
     return { pipeline: Context.get(ctx, Pipeline.Pipeline), shutdown: Scope.close(scope, Exit.void) }
   })

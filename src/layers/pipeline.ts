@@ -11,7 +11,6 @@
  * recovery (`Queue.recoverInflight`) returns to due. The worst a crash does is
  * deliver a row again (at-least-once; receivers dedupe by `webhook-id`).
  */
-import { HttpClient } from "@effect/platform"
 import { Cause, Chunk, Clock, Context, Duration, Effect, Fiber, FiberSet, Layer, Metric, Queue as Q, Random, Schedule } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import { decodeEnvelope, type Envelope } from "../domain/envelope.js"
@@ -139,6 +138,8 @@ interface Job {
 interface Sink {
   readonly options: SinkOptions
   readonly key: Uint8Array | undefined
+  /** Its keep-alive connections (`concurrency` at most). */
+  readonly transport: SinkClient.Transport
   readonly jobs: Q.Queue<Job>
   readonly latency: ReturnType<typeof M.latencyOf>
 }
@@ -150,7 +151,6 @@ export const make = (input: Input) =>
     const o = yield* resolve(input)
     const store = yield* Store
     const queue = yield* Queue
-    const client = yield* HttpClient.HttpClient
 
     // Per sink, a FIFO of claimed rows waiting for a call, drained by exactly `concurrency` worker
     // fibers (forked below): the sink's concurrency bound, with no fiber per waiting row. Unbounded
@@ -161,10 +161,15 @@ export const make = (input: Input) =>
       sinks.set(s.name, {
         options: s,
         key: s.secret === undefined ? undefined : parseSecret(s.secret),
+        transport: SinkClient.transport(s),
         jobs: yield* Q.unbounded<Job>(),
         latency: M.latencyOf(s.name)
       })
     }
+    // Registered first, so it runs last: after the shutdown below has cut or finished every call.
+    yield* Effect.addFinalizer(() => Effect.sync(() => {
+      for (const sink of sinks.values()) SinkClient.close(sink.transport)
+    }))
 
     // Tagged outcome counters, built once per (sink, outcome) instead of per row. Bounded: only the
     // configured sinks (and "unknown") are cached, times four outcomes; other names are built per use.
@@ -244,7 +249,7 @@ export const make = (input: Input) =>
     const deliver = (sink: Sink, job: Job): Effect.Effect<void> =>
       Effect.gen(function* () {
         const { claimed: c, env, row, name } = job
-        const a = yield* SinkClient.call(client, sink.options, sink.key, env)
+        const a = yield* SinkClient.call(sink.transport, sink.options, sink.key, env)
         yield* Metric.update(sink.latency, a.durationMs / 1000)
         const after: Deliveries.DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
         if (a.status >= 200 && a.status < 300) {
@@ -400,6 +405,6 @@ export const make = (input: Input) =>
     } satisfies PipelineShape
   })
 
-/** Needs the Store, the Queue and an `HttpClient` (`NodeHttpClient.layerUndici` in production). */
-export const layer = (input: Input): Layer.Layer<Pipeline, never, Store | Queue | HttpClient.HttpClient> =>
+/** Needs the Store and the Queue; sink calls go out on `node:http(s)` (src/layers/sink-client.ts). */
+export const layer = (input: Input): Layer.Layer<Pipeline, never, Store | Queue> =>
   Layer.scoped(Pipeline, make(input))

@@ -2,10 +2,13 @@
  * One sink call (product.md "Delivery"; docs/delivery.md "Signatures"): a POST
  * of the hook's original body with its content type, the sink's headers and,
  * when the sink has a secret, Standard Webhooks signature headers; bounded by
- * the sink's timeout. Uses the platform `HttpClient` (undici in production).
+ * the sink's timeout. On `node:http(s)` with one keep-alive Agent per sink
+ * (`transport`), one callback chain per call: the platform `HttpClient` cost
+ * about ten times the CPU per call (docs/testing.md "Targets missed").
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-import { Clock, Effect, Stream } from "effect"
+import * as http from "node:http"
+import * as https from "node:https"
+import { Effect } from "effect"
 import type { Envelope } from "../domain/envelope.js"
 import type { RetrySchedule } from "../domain/retry-schedule.js"
 import * as Signature from "../domain/signature.js"
@@ -78,39 +81,93 @@ export const requestHeaders = (
   return out
 }
 
-/** A sink answer up to this size (by its `content-length`) is read in one buffer; larger or unsized ones are streamed. */
-export const MAX_BUFFERED_ANSWER_BYTES = 64 * 1024
+/**
+ * An idle keep-alive connection is closed after this long (a sink's `Keep-Alive: timeout=N` hint,
+ * when it sends one, wins: Node's Agent closes a little before it).
+ */
+export const IDLE_SOCKET_MS = 4_000
 
-/** True when the answer has no body (204, 304) or declares one of at most MAX_BUFFERED_ANSWER_BYTES. */
-export const answerIsSmall = (status: number, contentLength: string | undefined): boolean => {
-  if (status === 204 || status === 304) return true
-  if (contentLength === undefined || !/^\d{1,15}$/.test(contentLength)) return false
-  return Number(contentLength) <= MAX_BUFFERED_ANSWER_BYTES
+/** A sink's connections: a keep-alive Agent with at most `concurrency` sockets, and its parsed URL. */
+export interface Transport {
+  readonly agent: http.Agent
+  readonly request: typeof http.request
+  readonly protocol: string
+  readonly hostname: string
+  readonly port: string
+  readonly path: string
 }
+
+/** The sink's Agent (keep-alive, `concurrency` sockets at most, kept idle up to `concurrency`); `close` it at shutdown. */
+export const transport = (sink: SinkOptions): Transport => {
+  const u = new URL(sink.url)
+  const secure = u.protocol === "https:"
+  const o = { keepAlive: true, maxSockets: sink.concurrency, maxFreeSockets: sink.concurrency, timeout: IDLE_SOCKET_MS }
+  return {
+    agent: secure ? new https.Agent(o) : new http.Agent(o),
+    request: secure ? https.request : http.request,
+    protocol: u.protocol,
+    // `new URL` keeps an IPv6 host in brackets; the socket wants it bare.
+    hostname: u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname,
+    port: u.port,
+    path: `${u.pathname}${u.search}`
+  }
+}
+
+/** Close the sink's sockets (shutdown). */
+export const close = (t: Transport): void => t.agent.destroy()
 
 /** POST the hook to the sink. Never fails: every failure is an `Attempt` with status 0 or the sink's status. */
 export const call = (
-  client: HttpClient.HttpClient,
+  t: Transport,
   sink: SinkOptions,
   key: Uint8Array | undefined,
   env: Envelope
 ): Effect.Effect<Attempt> =>
-  Effect.gen(function* () {
-    const start = yield* Clock.currentTimeMillis
-    const request = HttpClientRequest.post(sink.url).pipe(
-      HttpClientRequest.setHeaders(requestHeaders(sink, key, env, start)),
-      HttpClientRequest.bodyUint8Array(env.body, env.contentType)
-    )
-    const result = yield* client.execute(request).pipe(
-      // Read the response to its end (discarding it) so the connection is reused: a body known to
-      // be empty or small is taken whole (about half the cost of streaming it), any other streamed.
-      Effect.tap((res) => (answerIsSmall(res.status, res.headers["content-length"]) ? res.arrayBuffer : Stream.runDrain(res.stream))),
-      Effect.map((res) => ({ status: res.status, retryAfter: res.headers["retry-after"], error: undefined })),
-      Effect.timeoutFail({ duration: sink.timeoutMs, onTimeout: () => "timeout" as const }),
-      Effect.catchAll((e) =>
-        Effect.succeed({ status: 0, retryAfter: undefined, error: e === "timeout" ? "timeout" : "transport" })
-      )
-    )
-    const endedAt = yield* Clock.currentTimeMillis
-    return { ...result, durationMs: endedAt - start, endedAt }
-  })
+  Effect.clockWith((clock) =>
+    Effect.async<Attempt>((resume) => {
+      const start = clock.unsafeCurrentTimeMillis()
+      let settled = false
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const end = (status: number, retryAfter: string | undefined, error: string | undefined) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        const endedAt = clock.unsafeCurrentTimeMillis()
+        resume(Effect.succeed({ status, retryAfter, error, durationMs: endedAt - start, endedAt }))
+      }
+      let req: http.ClientRequest
+      try {
+        const headers = requestHeaders(sink, key, env, start)
+        headers["content-type"] = env.contentType
+        headers["content-length"] = String(env.body.byteLength)
+        req = t.request({ agent: t.agent, method: "POST", protocol: t.protocol, hostname: t.hostname, port: t.port, path: t.path, headers })
+      } catch {
+        // A header value Node refuses (a control character): the request cannot be sent.
+        end(0, undefined, "transport")
+        return
+      }
+      // The whole call (connect, request, the answer read to its end) within the sink's timeout.
+      timer = setTimeout(() => {
+        end(0, undefined, "timeout")
+        req.destroy()
+      }, sink.timeoutMs)
+      req.on("error", () => end(0, undefined, "transport"))
+      req.on("response", (res) => {
+        // Read the answer to its end, discarding it chunk by chunk (nothing is buffered), so the
+        // connection goes back to the Agent; an answer closed before its end is a transport error.
+        const retryAfter = res.headers["retry-after"]
+        const status = res.statusCode ?? 0
+        res.on("end", () => end(status, retryAfter, undefined))
+        res.on("error", () => end(0, undefined, "transport"))
+        res.on("close", () => end(0, undefined, "transport"))
+        res.resume()
+      })
+      req.end(env.body)
+      // Interrupted (shutdown past the grace period): cut the call.
+      return Effect.sync(() => {
+        settled = true
+        clearTimeout(timer)
+        req.destroy()
+      })
+    })
+  )

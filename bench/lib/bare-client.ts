@@ -1,0 +1,61 @@
+/**
+ * A bare HTTP client loop, for delivery-bench: `calls` POSTs of `body` to
+ * `url`, `concurrency` at a time, each answer read to its end, over
+ * `node:http` with a keep-alive Agent holding at most `concurrency` sockets.
+ * Nothing else runs per call (no store, no Effect): the limit of one Node
+ * process calling that sink on this machine, which the pipeline's
+ * deliveries/s is compared to. Counts every call that ended; `failed` those
+ * that ended in an error (none expected).
+ */
+import { Agent, request } from "node:http"
+
+/** A call idle this long (no bytes either way) is cut and counted failed. */
+export const CALL_TIMEOUT_MS = 10_000
+
+export interface BareResult {
+  readonly calls: number
+  readonly failed: number
+  readonly seconds: number
+  readonly rate: number
+  /** CPU (user + system) of this process per call, µs. */
+  readonly cpuUsPerCall: number
+}
+
+export const bareClientLoop = (url: string, body: Uint8Array, calls: number, concurrency: number): Promise<BareResult> =>
+  new Promise((resolve) => {
+    const u = new URL(url)
+    const agent = new Agent({ keepAlive: true, maxSockets: concurrency, maxFreeSockets: concurrency })
+    const headers = { "content-type": "application/json", "content-length": String(body.length) }
+    let started = 0
+    let done = 0
+    let failed = 0
+    const t0 = performance.now()
+    const cpu0 = process.cpuUsage()
+    const finish = () => {
+      const seconds = (performance.now() - t0) / 1000
+      const cpu = process.cpuUsage(cpu0)
+      agent.destroy()
+      resolve({ calls: done, failed, seconds, rate: done / seconds, cpuUsPerCall: (cpu.user + cpu.system) / done })
+    }
+    const next = (): void => {
+      if (started >= calls) return
+      started++
+      const req = request({ agent, method: "POST", hostname: u.hostname, port: u.port, path: u.pathname, headers }, (res) => {
+        res.on("data", () => {})
+        res.on("end", end)
+      })
+      // A call that stalls fails rather than hanging the bench.
+      req.setTimeout(CALL_TIMEOUT_MS, () => req.destroy())
+      req.on("error", () => {
+        failed++
+        end()
+      })
+      req.end(body)
+    }
+    const end = () => {
+      done++
+      if (done === calls) finish()
+      else next()
+    }
+    for (let i = 0; i < Math.min(concurrency, calls); i++) next()
+  })
