@@ -11,6 +11,7 @@ import { decodeEnvelope } from "../src/domain/envelope.js"
 import * as K from "../src/domain/keys.js"
 import * as Signature from "../src/domain/signature.js"
 import { refusalOf } from "../src/layers/http/errors.js"
+import { sourceOf } from "../src/layers/http/ingest.js"
 import { Queue } from "../src/layers/queue.js"
 import { MemoryDb, layerMemory } from "../src/layers/store-memory.js"
 import { StoreError } from "../src/layers/store.js"
@@ -136,6 +137,36 @@ describe("http ingest", () => {
       })
     )
   )
+
+  it.live("the ingest route takes a query string and a percent-encoded source; other paths and methods go to the router", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const edge = yield* startEdge(config)
+        const query = yield* post(edge, "fixed?trace=1", "{}")
+        expect(query.status).toBe(202)
+        const encoded = yield* post(edge, "%66ixed", "{}")
+        expect(encoded.status).toBe(202)
+        const nested = yield* post(edge, "fixed/extra", "{}")
+        expect(nested.status).toBe(404)
+        expect(nested.body).toEqual({ error: "not_found" })
+        const get = yield* Effect.promise(() => edge.fetch("/v1/hooks/fixed").then(read))
+        expect(get.status).toBe(404)
+        expect(get.body).toEqual({ error: "not_found" })
+        const counters = yield* countersOf(edge, "acme")
+        expect(counters.pending).toBe(4)
+      })
+    )
+  )
+
+  it("sourceOf picks the ingest route and nothing else", () => {
+    expect(sourceOf("POST", "/v1/hooks/github")).toBe("github")
+    expect(sourceOf("POST", "/v1/hooks/git%20hub?x=1")).toBe("git hub")
+    expect(sourceOf("POST", "/v1/hooks/")).toBeUndefined()
+    expect(sourceOf("POST", "/v1/hooks/a/b")).toBeUndefined()
+    expect(sourceOf("POST", "/v1/hooks/%E0%A4")).toBeUndefined()
+    expect(sourceOf("PUT", "/v1/hooks/github")).toBeUndefined()
+    expect(sourceOf("POST", "/v1/hooksgithub")).toBeUndefined()
+  })
 
   it.live("a shared source without or with a bad tenant header answers 400", () =>
     Effect.scoped(

@@ -4,7 +4,7 @@
  * assignment, hook ids, idempotency keys and tenant ordinal allocation, and
  * the bounded tenant id → ord cache. See docs/architecture.md "The Writer".
  */
-import { Cause, Clock, Context, Data, Deferred, Effect, Fiber, Layer, Queue } from "effect"
+import { Cause, Clock, Context, Data, Effect, Exit, Fiber, Layer, Queue } from "effect"
 import * as Dedupe from "../domain/dedupe.js"
 import * as Deliveries from "../domain/deliveries.js"
 import { DEFAULT_TENANT, encodeEnvelope } from "../domain/envelope.js"
@@ -50,6 +50,12 @@ export type SubmitError = TenantLimit | Overloaded | WriterClosed | InvalidInges
 export interface WriterShape {
   /** Resolves only after the synced commit that holds the hook (or its first copy, for a duplicate). */
   readonly submit: (req: IngestRequest) => Effect.Effect<IngestResult, SubmitError>
+  /**
+   * `submit` without a fiber, for the HTTP ingest listener: `done` is called exactly once, with what
+   * `submit` would give, after the synced commit (or at once for a refusal, possibly before `enqueue`
+   * returns). `done` must not throw and must not block: it runs on the Writer's fiber.
+   */
+  readonly enqueue: (req: IngestRequest, done: (exit: Exit.Exit<IngestResult, SubmitError>) => void) => void
   /** Requests taken by nobody yet (a gauge of back-pressure; tests use it to line up one batch). */
   readonly queued: Effect.Effect<number>
   /**
@@ -124,7 +130,7 @@ const resolveOptions = (o: WriterOptions): Effect.Effect<Required<WriterOptions>
 
 interface Item {
   readonly req: IngestRequest
-  readonly done: Deferred.Deferred<IngestResult, SubmitError>
+  readonly done: (exit: Exit.Exit<IngestResult, SubmitError>) => void
   readonly bytes: number
 }
 
@@ -188,8 +194,21 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
       for (const it of items) queuedBytes -= it.bytes
     }
 
-    const fail = (items: ReadonlyArray<Item>, e: SubmitError) => Effect.forEach(items, (it) => Deferred.fail(it.done, e), { discard: true })
-    const succeed = (items: ReadonlyArray<Item>, r: IngestResult) => Effect.forEach(items, (it) => Deferred.succeed(it.done, r), { discard: true })
+    // One throwing callback must not keep the others of its batch from their answers.
+    const answer = (items: ReadonlyArray<Item>, exit: Exit.Exit<IngestResult, SubmitError>) =>
+      Effect.suspend(() => {
+        let thrown: unknown = undefined
+        for (const it of items) {
+          try {
+            it.done(exit)
+          } catch (e) {
+            thrown ??= e
+          }
+        }
+        return thrown === undefined ? Effect.void : Effect.logError("writer: an answer callback threw", thrown)
+      })
+    const fail = (items: ReadonlyArray<Item>, e: SubmitError) => answer(items, Exit.fail(e))
+    const succeed = (items: ReadonlyArray<Item>, r: IngestResult) => answer(items, Exit.succeed(r))
 
     const commit = (items: ReadonlyArray<Item>): Effect.Effect<void, StoreError> =>
       Effect.gen(function* () {
@@ -311,7 +330,7 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
       section.withPermits(1)(commit(items)).pipe(
         Effect.catchAllCause((cause) =>
           Effect.logError("writer: batch failed", Cause.pretty(cause)).pipe(
-            Effect.zipRight(Effect.forEach(items, (it) => Deferred.failCause(it.done, cause), { discard: true }))
+            Effect.zipRight(answer(items, Exit.failCause(cause)))
           )
         )
       )
@@ -375,25 +394,34 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
       })
     )
 
+    /** A refusal before the queue, or undefined once the request is queued. Synchronous: nothing slips in between `closing` and the queue. */
+    const offer = (req: IngestRequest, done: Item["done"]): SubmitError | undefined => {
+      if (closing) return new WriterClosed()
+      const bad = invalidity(req)
+      if (bad !== undefined) return new InvalidIngest({ reason: bad })
+      const bytes = req.body.length
+      // A request larger than the byte bound still goes through an empty queue.
+      if (queuedBytes > 0 && queuedBytes + bytes > o.queueBytes) return new Overloaded({ reason: "bytes" })
+      if (!Queue.unsafeOffer(queue, { req, done, bytes })) return new Overloaded({ reason: "requests" })
+      queuedBytes += bytes
+      return undefined
+    }
+
+    const enqueue = (req: IngestRequest, done: Item["done"]): void => {
+      const refused = offer(req, done)
+      if (refused !== undefined) done(Exit.fail(refused))
+    }
+
+    // Interrupting the caller does not withdraw a queued request: it is committed with its batch.
     const submit = (req: IngestRequest): Effect.Effect<IngestResult, SubmitError> =>
-      Effect.flatMap(Deferred.make<IngestResult, SubmitError>(), (done) =>
-        Effect.suspend(() => {
-          if (closing) return Effect.fail(new WriterClosed())
-          const bad = invalidity(req)
-          if (bad !== undefined) return Effect.fail(new InvalidIngest({ reason: bad }))
-          const bytes = req.body.length
-          // A request larger than the byte bound still goes through an empty queue.
-          if (queuedBytes > 0 && queuedBytes + bytes > o.queueBytes) return Effect.fail(new Overloaded({ reason: "bytes" }))
-          // Synchronous check-and-offer: nothing slips in between `closing` and the queue.
-          if (!Queue.unsafeOffer(queue, { req, done, bytes })) return Effect.fail(new Overloaded({ reason: "requests" }))
-          queuedBytes += bytes
-          return Deferred.await(done)
-        })
-      )
+      Effect.async<IngestResult, SubmitError>((resume) => {
+        const refused = offer(req, resume)
+        if (refused !== undefined) resume(Effect.fail(refused))
+      })
 
     const queued = Effect.map(Queue.size(queue), (n) => Math.max(0, n) + carry.length)
 
-    return { submit, queued, exclusive: section.withPermits(1) } satisfies WriterShape
+    return { submit, enqueue, queued, exclusive: section.withPermits(1) } satisfies WriterShape
   })
 
 /** The Writer over the `Store`; closing its scope drains the queue (see `make`). */

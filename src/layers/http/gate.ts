@@ -4,7 +4,7 @@
  * recovery); ingest and admin wait behind the gate and answer 503 until boot
  * opens it, and again once shutdown begins (stop accepting).
  */
-import { Context, Effect, Layer, Ref } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { Audit } from "../audit.js"
 import type { Quarantine } from "../quarantine.js"
 import type { Queue } from "../queue.js"
@@ -28,19 +28,25 @@ export interface GateShape {
   readonly open: (services: Context.Context<ApiServices>) => Effect.Effect<void>
   /** The services, or `NotReady` while starting or stopping. */
   readonly services: Effect.Effect<Context.Context<ApiServices>, NotReady>
+  /** The same, read synchronously (the ingest listener, which runs outside any fiber). */
+  readonly unsafeServices: () => Context.Context<ApiServices> | NotReady
 }
 
 export class Gate extends Context.Tag("ankusa/http/Gate")<Gate, GateShape>() {}
 
-export const make = Effect.gen(function* () {
-  const state = yield* Ref.make<State>({ phase: "starting" })
+export const make = Effect.sync(() => {
+  // A plain cell: every change is one synchronous assignment, and the ingest listener reads it without a fiber.
+  let state: State = { phase: "starting" }
+  const unsafeServices = () => (state.phase === "ready" ? state.services : new NotReady({ phase: state.phase }))
   return {
-    phase: Effect.map(Ref.get(state), (s) => s.phase),
-    setPhase: (phase) => Ref.set(state, { phase }),
-    open: (services) => Ref.set(state, { phase: "ready", services }),
-    services: Effect.flatMap(Ref.get(state), (s) =>
-      s.phase === "ready" ? Effect.succeed(s.services) : Effect.fail(new NotReady({ phase: s.phase }))
-    )
+    phase: Effect.sync(() => state.phase),
+    setPhase: (phase) => Effect.sync(() => void (state = { phase })),
+    open: (services) => Effect.sync(() => void (state = { phase: "ready", services })),
+    services: Effect.suspend(() => {
+      const s = unsafeServices()
+      return s instanceof NotReady ? Effect.fail(s) : Effect.succeed(s)
+    }),
+    unsafeServices
   } satisfies GateShape
 })
 

@@ -4,38 +4,45 @@
  * Standard Webhooks verification (failures quarantined and answered 401),
  * the idempotency key, and the Writer's synced commit before `202 {id, seq}`.
  * Every answer is counted by outcome with its latency.
+ *
+ * This route is the hot path, so it is a plain Node request listener rather
+ * than a handler on the platform router: no fiber per request, one callback
+ * from the Writer after the commit (docs/architecture.md "The ingest path").
+ * Only the rare quarantine write runs as an Effect.
  */
-import { HttpRouter, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
-import { Cause, Clock, Effect, Exit, Option } from "effect"
+import { Cause, Context, Effect, Exit, Runtime } from "effect"
+import type { IncomingMessage, ServerResponse } from "node:http"
 import type { Config, Source } from "../../domain/config.js"
 import * as Dedupe from "../../domain/dedupe.js"
 import * as Signature from "../../domain/signature.js"
 import { validTenantId } from "../../domain/tenants.js"
 import { Quarantine } from "../quarantine.js"
-import { Writer } from "../writer.js"
-import { readBody } from "./body.js"
-import { BadRequest, type EdgeError, internal, json, type Outcome, refusalOf, UnknownSource, VerificationFailed } from "./errors.js"
-import { Gate } from "./gate.js"
+import { type IngestResult, type SubmitError, Writer, WriterClosed } from "../writer.js"
+import { readIncoming } from "./body.js"
+import { BadRequest, type EdgeError, NotReady, type Outcome, refusalOf, UnknownSource, VerificationFailed } from "./errors.js"
+import { type ApiServices, Gate } from "./gate.js"
 import * as Metrics from "./metrics.js"
+
+type Headers = Readonly<Record<string, string>>
 
 /** Header names that look like credentials meant for the gateway: never kept, never forwarded. */
 const CREDENTIAL = /auth|token|secret|passw|api-?key|cookie|session/
 
 /** Request headers kept with the hook and forwarded on delivery: event metadata, not transport or credentials. */
-export const keptHeaders = (headers: Readonly<Record<string, string>>, tenantHeader: string | undefined): Record<string, string> => {
+export const keptHeaders = (headers: Headers, tenantHeader: string | undefined): Record<string, string> => {
   const out: Record<string, string> = {}
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
     const n = name.toLowerCase()
     if (n === tenantHeader || CREDENTIAL.test(n)) continue
     // Custom event headers (X-GitHub-Event, X-Shopify-Topic, …) and the sender's user agent;
     // proxy headers describe our network, not the event.
-    if ((n.startsWith("x-") && !n.startsWith("x-forwarded-") && n !== "x-real-ip") || n === "user-agent") out[n] = value
+    if ((n.startsWith("x-") && !n.startsWith("x-forwarded-") && n !== "x-real-ip") || n === "user-agent") out[n] = headers[name]!
   }
   return out
 }
 
 /** Headers a quarantined request is kept with: everything but credentials. */
-const quarantineHeaders = (headers: Readonly<Record<string, string>>): Record<string, string> => {
+const quarantineHeaders = (headers: Headers): Record<string, string> => {
   const out: Record<string, string> = {}
   for (const [name, value] of Object.entries(headers)) {
     const n = name.toLowerCase()
@@ -44,110 +51,156 @@ const quarantineHeaders = (headers: Readonly<Record<string, string>>): Record<st
   return out
 }
 
-const tenantOf = (source: Source, headers: Readonly<Record<string, string>>): Effect.Effect<string, BadRequest> => {
-  if (typeof source.tenant === "string") return Effect.succeed(source.tenant)
+const tenantOf = (source: Source, headers: Headers): string | BadRequest => {
+  if (typeof source.tenant === "string") return source.tenant
   const name = source.tenant.header
   const raw = headers[name]
   if (raw === undefined || raw.trim() === "") {
-    return Effect.fail(new BadRequest({ code: "missing_tenant", message: `source ${source.id} takes the tenant from header ${name}` }))
+    return new BadRequest({ code: "missing_tenant", message: `source ${source.id} takes the tenant from header ${name}` })
   }
   const tenant = raw.trim()
   return validTenantId(tenant)
-    ? Effect.succeed(tenant)
-    : Effect.fail(new BadRequest({ code: "invalid_tenant", message: `header ${name}: expected 1 to 256 UTF-8 bytes without NUL` }))
+    ? tenant
+    : new BadRequest({ code: "invalid_tenant", message: `header ${name}: expected 1 to 256 UTF-8 bytes without NUL` })
 }
 
-const idempotencyKeyOf = (headers: Readonly<Record<string, string>>): Effect.Effect<string | null, BadRequest> => {
+const idempotencyKeyOf = (headers: Headers): string | null | BadRequest => {
   const key = headers["webhook-id"] ?? headers["idempotency-key"]
-  if (key === undefined) return Effect.succeed(null)
-  return Dedupe.validKey(key)
-    ? Effect.succeed(key)
-    : Effect.fail(new BadRequest({ code: "invalid_idempotency_key", message: `expected 1 to ${Dedupe.MAX_KEY_BYTES} bytes` }))
+  if (key === undefined) return null
+  return Dedupe.validKey(key) ? key : new BadRequest({ code: "invalid_idempotency_key", message: `expected 1 to ${Dedupe.MAX_KEY_BYTES} bytes` })
 }
 
-export const handler = (config: Config) => {
-  const sources = new Map(config.sources.map((s) => [s.id, s]))
-  const keys = new Map(
-    config.sources.flatMap((s) =>
-      s.verification === "none" ? [] : [[s.id, Signature.parseSecret(s.verification.secret)!] as const]
+const PREFIX = "/v1/hooks/"
+
+/**
+ * The source of a `POST /v1/hooks/:source` request (percent-decoded, query
+ * dropped), or undefined for any other request: those go to the router.
+ */
+export const sourceOf = (method: string | undefined, url: string | undefined): string | undefined => {
+  if (method !== "POST" || url === undefined || !url.startsWith(PREFIX)) return undefined
+  const q = url.indexOf("?", PREFIX.length)
+  const raw = url.slice(PREFIX.length, q < 0 ? url.length : q)
+  if (raw === "" || raw.includes("/")) return undefined
+  try {
+    return decodeURIComponent(raw)
+  } catch {
+    return undefined
+  }
+}
+
+export type Listener = (req: IncomingMessage, res: ServerResponse, source: string) => void
+
+/** The ingest listener: it runs outside any fiber and answers through `res` itself. */
+export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =>
+  Effect.gen(function* () {
+    const gate = yield* Gate
+    const runtime = yield* Effect.runtime<never>()
+    const runFork = Runtime.runFork(runtime)
+    const runCallback = Runtime.runCallback(runtime)
+    const sources = new Map(config.sources.map((s) => [s.id, s]))
+    const keys = new Map(
+      config.sources.flatMap((s) => (s.verification === "none" ? [] : [[s.id, Signature.parseSecret(s.verification.secret)!] as const]))
     )
-  )
+    const { maxBodyBytes } = config.ingest
+    const archive = config.archive.enabled
 
-  const accept = Effect.gen(function* () {
-    const params = yield* HttpRouter.params
-    const sourceId = params["source"] ?? ""
-    const source = sources.get(sourceId)
-    if (source === undefined) return yield* Effect.fail(new UnknownSource({ source: sourceId }))
-    const services = yield* Effect.flatMap(Gate, (g) => g.services)
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const headers = request.headers
-    const body = yield* readBody(config.ingest.maxBodyBytes)
-    const tenant = yield* tenantOf(source, headers)
-
-    if (source.verification !== "none") {
-      const now = yield* Clock.currentTimeMillis
-      const v = Signature.verify({
-        header: (name) => headers[name],
-        body,
-        keys: [keys.get(source.id)!],
-        now,
-        toleranceSeconds: source.verification.toleranceSeconds
-      })
-      if (v._tag === "Invalid") {
-        // Kept for an operator to inspect, never delivered, no tenant ordinal (TEN-1 §2).
-        const kept = yield* Effect.flatMap(Quarantine, (q) =>
-          q.put({ tenant, source: source.id, reason: v.reason, headers: quarantineHeaders(headers), body })
-        ).pipe(
-          Effect.provide(services),
-          Effect.map((r) => r !== undefined),
-          Effect.catchAll((e) => Effect.as(Effect.logWarning("quarantine write failed", e), false))
-        )
-        return yield* Effect.fail(new VerificationFailed({ reason: v.reason, quarantined: kept }))
-      }
+    const send = (res: ServerResponse, started: number, outcome: Outcome, status: number, body: unknown, headers?: Headers) => {
+      Metrics.unsafeRecord(outcome, (performance.now() - started) / 1000)
+      const text = JSON.stringify(body)
+      res.writeHead(status, { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(text) })
+      res.end(text)
     }
 
-    const idempotencyKey = yield* idempotencyKeyOf(headers)
-    const result = yield* Effect.flatMap(Writer, (w) =>
-      w.submit({
-        tenantId: tenant,
-        sourceId: source.id,
-        sinks: source.routes,
-        body,
-        contentType: headers["content-type"] ?? "application/octet-stream",
-        headers: keptHeaders(headers, typeof source.tenant === "string" ? undefined : source.tenant.header),
-        idempotencyKey,
-        archive: config.archive.enabled
-      })
-    ).pipe(Effect.provide(services))
-    return result
-  })
+    const refuse = (res: ServerResponse, started: number, e: EdgeError) => {
+      if (e._tag === "StoreError") runFork(Effect.logWarning("ingest refused: the store failed the write", e))
+      const r = refusalOf(e)
+      send(res, started, r.outcome, r.status, r.body, r.headers)
+    }
 
-  return Effect.gen(function* () {
-    const started = performance.now()
-    const exit = yield* Effect.exit(accept)
-    let outcome: Outcome
-    let response: HttpServerResponse.HttpServerResponse
-    if (Exit.isSuccess(exit)) {
-      const r = exit.value
-      outcome = r.duplicate ? "duplicate" : "accepted"
-      response = r.duplicate ? json(200, { id: r.id, seq: r.seq, duplicate: true }) : json(202, { id: r.id, seq: r.seq })
-    } else {
+    const answer = (res: ServerResponse, started: number) => (exit: Exit.Exit<IngestResult, SubmitError>) => {
+      if (Exit.isSuccess(exit)) {
+        const r = exit.value
+        return r.duplicate
+          ? send(res, started, "duplicate", 200, { id: r.id, seq: r.seq, duplicate: true })
+          : send(res, started, "accepted", 202, { id: r.id, seq: r.seq })
+      }
       const failure = Cause.failureOption(exit.cause)
-      if (Option.isSome(failure)) {
-        const refusal = refusalOf(failure.value as EdgeError)
-        outcome = refusal.outcome
-        response = json(refusal.status, refusal.body, refusal.headers)
-        if (failure.value._tag === "StoreError") yield* Effect.logWarning("ingest refused: the store failed the write", failure.value)
-      } else if (Cause.isInterruptedOnly(exit.cause)) {
-        return yield* Effect.interrupt
-      } else {
-        // A defect: nothing was acknowledged; the client retries.
-        yield* Effect.logError("ingest failed", exit.cause)
-        outcome = "unavailable"
-        response = internal()
+      if (failure._tag === "Some") return refuse(res, started, failure.value)
+      // Interrupted (the Writer is closing) or a defect: nothing was acknowledged; the client retries.
+      if (Cause.isInterruptedOnly(exit.cause)) return refuse(res, started, new WriterClosed())
+      runFork(Effect.logError("ingest failed", exit.cause))
+      send(res, started, "unavailable", 500, { error: "internal" })
+    }
+
+    const accept = (req: IncomingMessage, res: ServerResponse, started: number, source: Source, services: Context.Context<ApiServices>, body: Uint8Array) => {
+      const headers = req.headers as Headers
+      const tenant = tenantOf(source, headers)
+      if (typeof tenant !== "string") return refuse(res, started, tenant)
+
+      if (source.verification !== "none") {
+        const v = Signature.verify({
+          header: (name) => headers[name],
+          body,
+          keys: [keys.get(source.id)!],
+          now: Date.now(),
+          toleranceSeconds: source.verification.toleranceSeconds
+        })
+        if (v._tag === "Invalid") {
+          // Kept for an operator to inspect, never delivered, no tenant ordinal (TEN-1 §2).
+          const put = Effect.flatMap(Quarantine, (q) =>
+            q.put({ tenant, source: source.id, reason: v.reason, headers: quarantineHeaders(headers), body })
+          ).pipe(
+            Effect.provide(services),
+            Effect.map((r) => r !== undefined),
+            Effect.catchAll((e) => Effect.as(Effect.logWarning("quarantine write failed", e), false))
+          )
+          runCallback(put, {
+            onExit: (exit) => refuse(res, started, new VerificationFailed({ reason: v.reason, quarantined: Exit.isSuccess(exit) && exit.value }))
+          })
+          return
+        }
+      }
+
+      const idempotencyKey = idempotencyKeyOf(headers)
+      if (idempotencyKey instanceof BadRequest) return refuse(res, started, idempotencyKey)
+      Context.get(services, Writer).enqueue(
+        {
+          tenantId: tenant,
+          sourceId: source.id,
+          sinks: source.routes,
+          body,
+          contentType: headers["content-type"] ?? "application/octet-stream",
+          headers: keptHeaders(headers, typeof source.tenant === "string" ? undefined : source.tenant.header),
+          idempotencyKey,
+          archive
+        },
+        answer(res, started)
+      )
+    }
+
+    return (req, res, sourceId) => {
+      const started = performance.now()
+      try {
+        const source = sources.get(sourceId)
+        if (source === undefined) return refuse(res, started, new UnknownSource({ source: sourceId }))
+        const services = gate.unsafeServices()
+        if (services instanceof NotReady) return refuse(res, started, services)
+        readIncoming(req, maxBodyBytes, (body) => {
+          try {
+            if (body instanceof Uint8Array) accept(req, res, started, source, services, body)
+            else refuse(res, started, body)
+          } catch (e) {
+            fault(res, started, e)
+          }
+        })
+      } catch (e) {
+        fault(res, started, e)
       }
     }
-    yield* Metrics.record(outcome, (performance.now() - started) / 1000)
-    return response
+
+    /** A bug: logged; answered 500 unless an answer has begun. Nothing was acknowledged. */
+    function fault(res: ServerResponse, started: number, e: unknown) {
+      runFork(Effect.logError("ingest failed", Cause.die(e)))
+      if (!res.headersSent) send(res, started, "unavailable", 500, { error: "internal" })
+    }
   })
-}
