@@ -3,8 +3,8 @@
  * of `--rows` index rows (default 10⁶: due, retrying, inflight, dead and
  * archive rows of 1,000 tenants, plus hooks with no tenant, no envelope and
  * no hooks row) with unsynced batches, closes it, then opens it with this
- * build and runs the boot migration (`Migrate.runPending`: 500 rows per
- * synced step). Prints rows/s and peak RSS; exits 1 below `--target` rows/s
+ * build and runs the boot migration (`Migrate.runPending`: `STEP_ROWS` rows
+ * per synced step). Prints rows/s and peak RSS; exits 1 below `--target` rows/s
  * (default 100,000) or if the migrated store's counters differ from a fold.
  * The CPU time of the whole process during the migration (every thread:
  * the event loop, the commit worker, RocksDB's own) is printed too, since

@@ -20,6 +20,7 @@ import { type ColumnFamily, ColumnFamilies, merge } from "../src/domain/ops.js"
 import { checkStore, formatReport } from "../src/layers/check.js"
 import * as Fixture from "../src/layers/fixture.js"
 import * as Migrate from "../src/layers/migrate.js"
+import * as MigrateTenantKeys from "../src/layers/migrate-tenant-keys.js"
 import * as Archive from "../src/layers/store-archive.js"
 import { familyRows } from "../src/layers/store-family.js"
 import { layerRocksDb, makeRocksDbStore, type RocksDbOptions } from "../src/layers/store-rocksdb.js"
@@ -302,8 +303,10 @@ describe("migration 2 -> 3", () => {
       const hooks = Fixture.syntheticHooks({ hooks: 30, tenants: 5 })
       const reference = path.join(root, "reference")
       const stepped = path.join(root, "stepped")
+      const remembered = path.join(root, "remembered")
       yield* writeV2Store(reference, hooks)
       fs.cpSync(reference, stepped, { recursive: true })
+      fs.cpSync(reference, remembered, { recursive: true })
 
       const whole = yield* migrateAll(reference)
       expect(whole.runs[0]!.steps).toBe(1)
@@ -334,6 +337,11 @@ describe("migration 2 -> 3", () => {
         })
       )
       expect(stepped3).toEqual(expected)
+
+      // One run of small steps: later phases take hooks' ordinals from the run's memory, not the store.
+      const run = yield* migrateAll(remembered, { stepRows: STEP_ROWS })
+      expect(run.runs[0]!.steps).toBeGreaterThan(1)
+      expect(yield* withStore(remembered, snapshot)).toEqual(expected)
 
       // A real process killed with SIGKILL mid-migration, then booted again.
       const big = Fixture.syntheticHooks({ hooks: 600, tenants: 9 })
@@ -368,6 +376,16 @@ describe("migration 2 -> 3", () => {
       expect(yield* withStore(killed, snapshot)).toEqual(expectedKilled)
     })
   , 180_000)
+
+  it("a run's hook memory drops its oldest page past its bound", () => {
+    const memory = MigrateTenantKeys.hookOrds(2)
+    const page = MigrateTenantKeys.HOOK_PAGE_SEQS
+    memory.set(1, 0)
+    memory.set(page + 1, 7)
+    expect([memory.get(1), memory.get(page + 1), memory.get(2)]).toEqual([0, 7, undefined])
+    memory.set(2 * page + 1, 4_294_967_294)
+    expect([memory.get(1), memory.get(page + 1), memory.get(2 * page + 1)]).toEqual([undefined, 7, 4_294_967_294])
+  })
 
   it.scopedLive("tenant migration allocates each ordinal once", () =>
     Effect.gen(function* () {

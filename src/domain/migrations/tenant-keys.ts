@@ -15,7 +15,7 @@ import { type Batch, deleteRange, type Op } from "../ops.js"
 import * as Tenants from "../tenants.js"
 
 /** Old rows moved per step (and per synced batch). */
-export const STEP_ROWS = 500
+export const STEP_ROWS = 1_000
 
 export const FROM = 2
 export const TO = 3
@@ -156,8 +156,10 @@ export const decodeOrd = (v: Uint8Array | undefined): number | undefined => (v =
 export interface StepInput {
   /** Rows read this step, in read order (phases ascending). */
   readonly rows: ReadonlyArray<OldRow>
-  /** Tenant by hook seq (`tenantsBySeq`). */
+  /** Tenant by hook seq (`tenantsBySeq`) of the hooks read this step. */
   readonly tenants: ReadonlyMap<number, string>
+  /** The ordinal of a hook whose tenant an earlier step of the run resolved (its hook was not read again). */
+  readonly ordOfHook?: (seq: number) => number | undefined
   /** Delivery rows by `refId` (dead rows only). */
   readonly deliveries: ReadonlyMap<string, Uint8Array | undefined>
   /** Ordinals of the step's tenants already allocated (absent or undefined: none yet). */
@@ -209,7 +211,7 @@ export const build = (input: StepInput): StepOutput => {
   let moved = 0
   for (const r of input.rows) {
     if (!pending(r)) continue
-    const ord = ordOf(input.tenants.get(r.seq) ?? DEFAULT_TENANT)
+    const ord = input.ordOfHook?.(r.seq) ?? ordOf(input.tenants.get(r.seq) ?? DEFAULT_TENANT)
     moved++
     switch (r.phase) {
       case 1: {
