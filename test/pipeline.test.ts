@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto"
 import type { IncomingHttpHeaders } from "node:http"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Metric } from "effect"
+import { Context, Effect, Metric } from "effect"
 import fc from "fast-check"
 import * as Counters from "../src/domain/counters.js"
 import * as Deliveries from "../src/domain/deliveries.js"
@@ -10,6 +10,7 @@ import { del, put } from "../src/domain/ops.js"
 import type { RetrySchedule } from "../src/domain/retry-schedule.js"
 import * as Signature from "../src/domain/signature.js"
 import * as M from "../src/layers/delivery-metrics.js"
+import * as Queue from "../src/layers/queue.js"
 import type { SinkOptions } from "../src/layers/pipeline.js"
 import { makeIngest, memoryWorld, rocksWorld, startPipeline, until, type World } from "./pipeline-world.js"
 import { type Received, startSink } from "./sink-server.js"
@@ -295,6 +296,56 @@ describe("pipeline", () => {
       // One due-range read per visited tenant for claiming, none for the 997 others.
       const stats = yield* w.store.stats
       expect(stats.scans["due"] ?? 0).toBeLessThanOrEqual(3 * 3)
+    })
+  )
+
+  it.scopedLive("a tick reads the markers of no more tenants than it can claim rows, and still removes every marker its claims made stale", () =>
+    Effect.gen(function* () {
+      // A sink that never answers in time: no outcome commits, so no tick runs but the test's.
+      const sink = yield* startSink(() => ({ status: 204, delayMs: 30_000 }))
+      const w = yield* memoryWorld
+      const limits: Array<number | undefined> = []
+      const queue: Queue.QueueShape = {
+        ...w.queue,
+        activeTenants: (now, limit) => Effect.sync(() => limits.push(limit)).pipe(Effect.zipRight(w.queue.activeTenants(now, limit)))
+      }
+      const counted: World = { ...w, queue, context: Context.add(w.context, Queue.Queue, queue) }
+      const ingest = makeIngest(w.store)
+      const s0 = K.bucketOf(Date.now()) - 30
+      // Tenant a: one row in each of seconds s0..s9; tenants b..f: one row in s0.
+      const hooks = yield* ingest([
+        ...Array.from({ length: 10 }, (_, i) => ({ tenant: "a", sinks: ["s"], at: (s0 + i) * 1000 + 500 })),
+        ...["b", "c", "d", "e", "f"].map((tenant) => ({ tenant, sinks: ["s"], at: s0 * 1000 + 700 }))
+      ])
+      const markers = () =>
+        w.store.scan("index", K.familyDataRange(K.Families.active), { limit: 1_000 }).pipe(
+          Effect.map((es) => es.map((e) => K.decodeActiveKey(e.key)))
+        )
+      const ordA = hooks[0]!.ord
+      const { pipeline } = yield* startPipeline(counted, {
+        tickMs: 60_000,
+        claimLimit: 5,
+        graceMs: 0,
+        sinks: [sinkOf("s", sink.url, { concurrency: 1, timeoutMs: 60_000 })]
+      })
+      const r = yield* pipeline.tick
+      // Five rows to claim: five tenants asked for, though six have work; a gives all five.
+      expect(limits).toEqual([5])
+      expect(r.visited).toEqual([ordA])
+      expect(r.claimed.map((d) => K.bucketOf(d.at) - s0)).toEqual([0, 1, 2, 3, 4])
+      // The scan saw only a's marker of s0, yet the markers of s1..s4, emptied by the claim, are gone too.
+      const left = yield* markers()
+      expect(left.filter((m) => m.ord === ordA).map((m) => m.bucket - s0)).toEqual([5, 6, 7, 8, 9])
+      expect(left.filter((m) => m.ord !== ordA).map((m) => m.bucket - s0)).toEqual([0, 0, 0, 0, 0])
+      // Drain the rest by hand: every row claimed once, and no marker left behind.
+      const claimed = [...r.claimed]
+      for (;;) {
+        const next = yield* pipeline.tick
+        if (next.claimed.length === 0) break
+        claimed.push(...next.claimed)
+      }
+      expect(claimed.map((d) => d.seq).sort((x, y) => x - y)).toEqual(hooks.map((h) => h.seq))
+      expect(yield* markers()).toEqual([])
     })
   )
 

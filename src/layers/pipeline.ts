@@ -291,7 +291,9 @@ export const make = (input: Input) =>
     /** Visit tenants in marker order, each under its lock (TEN-1 §6: claim reads then deletes due rows), and claim in one batch. */
     const claim = (now: number, rowsBudget: number) =>
       Effect.gen(function* () {
-        const tenants = yield* queue.activeTenants(now, o.activeTenants)
+        // No more tenants than rows to claim: every visit with due rows takes at least one, so the
+        // marker scan stops at the (rowsBudget + 1)-th tenant instead of reading every marker due.
+        const tenants = yield* queue.activeTenants(now, Math.min(o.activeTenants, rowsBudget))
         const visits: Array<{ readonly ord: number; readonly buckets: ReadonlyArray<number>; readonly rows: ReadonlyArray<DueEntry> }> = []
         const visit = (i: number, rowsLeft: number, bytesLeft: number): Effect.Effect<void, StoreError> => {
           const t = tenants[i]
@@ -313,6 +315,14 @@ export const make = (input: Input) =>
         yield* visit(0, rowsBudget, o.claimBytes)
         return visits
       })
+
+    /** A visit's candidate stale markers: the buckets scanned for its tenant and the buckets of the rows it claimed. */
+    const markersOf = (v: { readonly buckets: ReadonlyArray<number>; readonly rows: ReadonlyArray<DueEntry> }): ReadonlyArray<number> => {
+      if (v.rows.length === 0) return v.buckets
+      const out = new Set(v.buckets)
+      for (const r of v.rows) out.add(K.bucketOf(r.ref.at))
+      return [...out]
+    }
 
     const runTick: Effect.Effect<TickReport, StoreError> = Effect.gen(function* () {
       const free = Math.min(o.claimLimit, o.maxInflight - inflight)
@@ -343,9 +353,11 @@ export const make = (input: Input) =>
         }
       }
 
-      // TEN-1 §5 cleanup for every tenant visited (an empty visit means a stale marker to remove).
+      // TEN-1 §5 cleanup for every tenant visited (an empty visit means a stale marker to remove),
+      // over the markers scanned and those of the seconds just claimed from: the scan stops early
+      // (above), so the claims may have emptied seconds whose markers it did not read.
       for (const v of visits) {
-        const r = yield* queue.cleanupMarkers(v.ord, now, v.buckets)
+        const r = yield* queue.cleanupMarkers(v.ord, now, markersOf(v))
         const last = v.rows[v.rows.length - 1]
         // Drained (or nothing due from the cursor): forget the floor. Otherwise the floor is the last
         // claimed `at`, lowered to the tenant's first due row when a late commit landed below it.
