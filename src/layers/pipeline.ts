@@ -72,6 +72,8 @@ export const Ranges: Readonly<Record<keyof typeof Defaults, readonly [number, nu
 export const MIN_TICK_GAP_MS = 5
 /** Backoff between attempts of an outcome commit that failed (the rows stay `?F` meanwhile). */
 export const COMMIT_RETRY_MS = 200
+/** An outcome batch short of `commitBatch` waits this long for more before it is written. */
+export const COMMIT_LINGER_MS = 2
 /**
  * A commit wakes the tick only once at least this share of `maxInflight` is free (at least one
  * slot), so a drain claims in batches instead of ticking for every outcome; below it the
@@ -215,9 +217,19 @@ export const make = (input: Input) =>
         }))
       )
 
-    // A batch once taken is committed; only the wait for the first outcome is interruptible.
+    // A batch once taken is committed; only the wait for the first outcome is interruptible. A batch
+    // short of `commitBatch` waits COMMIT_LINGER_MS for the outcomes of calls ending meanwhile: one
+    // write (and one message to the commit thread) per few outcomes rather than per one or two.
     const commitStep = Effect.uninterruptibleMask((restore) =>
-      restore(Q.takeBetween(outcomes, 1, o.commitBatch)).pipe(Effect.flatMap((c) => commit(Chunk.toReadonlyArray(c))))
+      restore(Q.take(outcomes)).pipe(
+        Effect.flatMap((first) =>
+          Q.size(outcomes).pipe(
+            Effect.flatMap((n) => (n + 1 < o.commitBatch ? Effect.sleep(Duration.millis(COMMIT_LINGER_MS)) : Effect.void)),
+            Effect.zipRight(Q.takeUpTo(outcomes, o.commitBatch - 1)),
+            Effect.flatMap((rest) => commit([first, ...rest]))
+          )
+        )
+      )
     )
 
     // --- one delivery ------------------------------------------------------
