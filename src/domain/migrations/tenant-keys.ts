@@ -11,7 +11,7 @@
 import * as Deliveries from "../deliveries.js"
 import { decodeEnvelope, DEFAULT_TENANT } from "../envelope.js"
 import * as K from "../keys.js"
-import { type Batch, deleteRange, type Op } from "../ops.js"
+import { type Batch, del, deleteRange, type Op } from "../ops.js"
 import * as Tenants from "../tenants.js"
 
 /** Old rows moved per step (and per synced batch). */
@@ -76,8 +76,8 @@ export const advance = (c: Cursor, got: number, asked: number, lastKey: Uint8Arr
 // Old rows
 
 export type OldRow =
-  | { readonly phase: 1; readonly at: number; readonly seq: number; readonly sink: number; readonly size: number }
-  | { readonly phase: 2; readonly seq: number; readonly sink: number; readonly size: number }
+  | { readonly phase: 1; readonly key: Uint8Array; readonly at: number; readonly seq: number; readonly sink: number; readonly size: number }
+  | { readonly phase: 2; readonly key: Uint8Array; readonly seq: number; readonly sink: number; readonly size: number }
   | {
       readonly phase: 3
       readonly at: number
@@ -95,11 +95,11 @@ export const decodeRow = (phase: Exclude<Phase, 5>, key: Uint8Array, value: Uint
   switch (phase) {
     case 1: {
       const r = K.decodeDueV2Key(key)
-      return { phase, at: r.at, seq: r.seq, sink: r.sink, size: K.decodeSizeValue(value) }
+      return { phase, key, at: r.at, seq: r.seq, sink: r.sink, size: K.decodeSizeValue(value) }
     }
     case 2: {
       const r = K.decodeInflightV2Key(key)
-      return { phase, seq: r.seq, sink: r.sink, size: K.decodeSizeValue(value) }
+      return { phase, key, seq: r.seq, sink: r.sink, size: K.decodeSizeValue(value) }
     }
     case 3: {
       const r = K.decodeDeadKey(key)
@@ -118,9 +118,11 @@ export const decodeRow = (phase: Exclude<Phase, 5>, key: Uint8Array, value: Uint
 const pending = (r: OldRow): boolean => !(r.phase === 3 || r.phase === 4) || !r.migrated
 
 /** Hooks to multi-get: unique by seq, in first-seen order. */
-export const hookSeqs = (rows: ReadonlyArray<OldRow>): ReadonlyArray<number> => [
-  ...new Set(rows.filter(pending).map((r) => r.seq))
-]
+export const hookSeqs = (rows: ReadonlyArray<OldRow>): ReadonlyArray<number> => {
+  const seqs = new Set<number>()
+  for (const r of rows) if (pending(r)) seqs.add(r.seq)
+  return [...seqs]
+}
 
 /** Delivery rows to multi-get: the dead rows', for their size (a `?x` value has none). */
 export const deliveryRefs = (rows: ReadonlyArray<OldRow>): ReadonlyArray<K.DeliveryRef> =>
@@ -218,13 +220,14 @@ export const build = (input: StepInput): StepOutput => {
         // TEN-1 §7: a row due after the migration started was waiting out a retry.
         const kind: K.DueKind = r.at > input.startedAt ? 1 : 0
         transitions.push(Deliveries.Migrated.due({ ord, at: r.at, seq: r.seq, sink: r.sink, size: r.size, kind }))
-        extra.push(Deliveries.V2.delDue(r.at, r.seq, r.sink))
+        // The old key exactly as read (the same bytes `Deliveries.V2.delDue` would build, without building them).
+        extra.push(del("index", r.key))
         break
       }
       case 2:
         // bytes +size as well: bytes is Σ size over due, inflight and dead rows (TEN-1 §4).
         transitions.push(Deliveries.Migrated.inflight({ ord, seq: r.seq, sink: r.sink }, r.size))
-        extra.push(Deliveries.V2.delInflight(r.seq, r.sink))
+        extra.push(del("index", r.key))
         break
       case 3: {
         const size = Deliveries.decodeRow(input.deliveries.get(refId(r)))?.size ?? 0
