@@ -79,7 +79,7 @@ export const COMMIT_LINGER_MS = 2
  * slot), so a drain claims in batches instead of ticking for every outcome; below it the
  * periodic tick still runs.
  */
-export const WAKE_FREE_FRACTION = 0.25
+export const WAKE_FREE_FRACTION = 0.5
 
 export type Input = Partial<Omit<PipelineOptions, "sinks">> & { readonly sinks: ReadonlyArray<SinkOptions> }
 
