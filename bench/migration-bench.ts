@@ -8,26 +8,64 @@
  * (default 100,000) or if the migrated store's counters differ from a fold.
  * The CPU time of the whole process during the migration (every thread:
  * the event loop, the commit worker, RocksDB's own) is printed too, since
- * the machine is shared and wall time stretches with its load.
- * Run: npx tsx bench/migration-bench.ts [--rows N] [--target R] [--main] [--quick]
+ * the machine is shared and wall time stretches with its load, and split by
+ * thread (Linux /proc): the event loop (reads, decoding, batch building and
+ * encoding), the threads started with the store (the commit worker, RocksDB's
+ * flushes and compactions) and the rest (V8's GC and compiler helpers).
+ * Run: npx tsx bench/migration-bench.ts [--rows N] [--step ROWS] [--target R] [--main] [--quick]
  */
 import { Effect } from "effect"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
+import * as TenantKeys from "../src/domain/migrations/tenant-keys.js"
 import * as Fixture from "../src/layers/fixture.js"
 import { checkStore, formatReport } from "../src/layers/check.js"
 import * as Migrate from "../src/layers/migrate.js"
 import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
 import { memoryOf, tempDir } from "./lib/proc.js"
-import { arg, finish, int, log, machine, mib, quick, table } from "./lib/report.js"
+import { arg, finish, fmt, int, log, machine, mib, quick, table } from "./lib/report.js"
 
 const ROWS = arg("rows", quick ? 100_000 : 1_000_000)
 const TARGET = arg("target", 100_000)
 const TENANTS = 1_000
+/** Old rows per migration step (`--step`; default the migration's own `STEP_ROWS`). */
+const STEP = arg("step", TenantKeys.STEP_ROWS)
 /** Hooks generated and written per unsynced batch while building the store. */
 const BUILD_HOOKS_PER_BATCH = 2_000
 /** `--main`: commit on the event loop instead of the commit worker (the boot default). */
 const COMMIT_THREAD = process.argv.includes("--main") ? "main" : "worker"
 /** RSS sampling period during the migration. */
 const SAMPLE_MS = 50
+
+/** The unit of /proc's CPU times (clock ticks per second; 100 on Linux). */
+const USER_HZ = 100
+
+/** CPU ms of each thread of this process so far, by thread id (utime + stime of /proc/self/task; empty off Linux). */
+const threadCpu = (): Map<string, number> => {
+  const out = new Map<string, number>()
+  if (!existsSync("/proc/self/task")) return out
+  for (const tid of readdirSync("/proc/self/task")) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8")
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      out.set(tid, ((Number(f[11]) + Number(f[12])) * 1000) / USER_HZ)
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return out
+}
+
+/** CPU ms spent between two `threadCpu` readings: the main thread, threads born after `before`, the rest. */
+const cpuSplit = (before: Map<string, number>, at: Map<string, number>, after: Map<string, number>) => {
+  const split = { main: 0, store: 0, other: 0 }
+  for (const [tid, ms] of after) {
+    const d = ms - (at.get(tid) ?? 0)
+    if (tid === String(process.pid)) split.main += d
+    else if (before.has(tid)) split.other += d
+    else split.store += d
+  }
+  return split
+}
 
 /** Index rows one format 2 fixture hook writes (its due/inflight/dead rows and archive obligation). */
 const rowsOf = (h: Fixture.FixtureHook) => h.sinks.filter((s) => s.state !== "delivered").length + (h.archive ? 1 : 0)
@@ -65,30 +103,38 @@ const main = Effect.gen(function* () {
     const sampler = setInterval(() => (peak = Math.max(peak, memoryOf("self").rss)), SAMPLE_MS)
     const result = yield* Effect.scoped(
       Effect.gen(function* () {
+        const beforeOpen = threadCpu()
         const store = yield* makeRocksDbStore(dir.path, { commitThread: COMMIT_THREAD })
+        const atStart = threadCpu()
         const start = performance.now()
         const cpu0 = process.cpuUsage()
-        const report = yield* Migrate.runPending(store, { onProgress: (p) => Effect.sync(() => log(`${int(p.rows)} rows, ${int(p.rowsPerSecond)} rows/s`)) })
+        const report = yield* Migrate.runPending(store, {
+          stepRows: STEP,
+          onProgress: (p) => Effect.sync(() => log(`${int(p.rows)} rows, ${int(p.rowsPerSecond)} rows/s`))
+        })
         const ms = performance.now() - start
         const cpu = process.cpuUsage(cpu0)
+        const threads = cpuSplit(beforeOpen, atStart, threadCpu())
         clearInterval(sampler)
         const check = yield* checkStore(store)
-        return { report, ms, cpuMs: (cpu.user + cpu.system) / 1000, check }
+        return { report, ms, cpuMs: (cpu.user + cpu.system) / 1000, threads, check }
       })
     ).pipe(Effect.ensuring(Effect.sync(() => clearInterval(sampler))))
 
     const run = result.report.runs[0]
     const moved = run?.rows ?? 0
     const rate = (moved * 1000) / result.ms
+    const perRow = (ms: number) => `${fmt((ms * 1000) / Math.max(1, moved), 1)} µs`
+    const t = result.threads
     table(
-      ["rows", "steps", "commits on", "wall ms", "CPU ms", "rows/s", "peak RSS (migration)", "peak RSS (process)"],
-      [[int(moved), int(run?.steps ?? 0), COMMIT_THREAD, int(result.ms), int(result.cpuMs), int(rate), mib(peak), mib(memoryOf("self").peak)]]
+      ["rows", "steps", "commits on", "wall ms", "CPU ms", "rows/s", "CPU/row: event loop", "store threads", "other threads", "peak RSS (migration)", "peak RSS (process)"],
+      [[int(moved), int(run?.steps ?? 0), COMMIT_THREAD, int(result.ms), int(result.cpuMs), int(rate), perRow(t.main), perRow(t.store), perRow(t.other), mib(peak), mib(memoryOf("self").peak)]]
     )
     if (!result.check.ok) console.log(formatReport(result.check))
     const pass = result.report.format === 3 && moved === built.rows && result.check.ok && rate >= TARGET
     return {
       pass,
-      detail: `${int(moved)} rows migrated 2 -> 3 at ${int(rate)} rows/s (target ${int(TARGET)}; ${int((result.cpuMs * 1e6) / Math.max(1, moved))} ns CPU per row), peak RSS ${mib(peak)}, check ${result.check.ok ? "clean" : "FAILED"}`
+      detail: `${int(moved)} rows migrated 2 -> 3 at ${int(rate)} rows/s (target ${int(TARGET)}; ${int(STEP)} rows/step; ${int((result.cpuMs * 1e6) / Math.max(1, moved))} ns CPU per row: event loop ${perRow(t.main)}, store threads ${perRow(t.store)}, other ${perRow(t.other)}), peak RSS ${mib(peak)}, check ${result.check.ok ? "clean" : "FAILED"}`
     }
   } finally {
     dir.remove()

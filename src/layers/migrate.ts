@@ -144,9 +144,12 @@ const runOne = (
     let done = false
     let r = budget.steps > 0 ? yield* next(yield* store.get("default", Registry.cursorKey(m))) : undefined
     while (r !== undefined) {
-      const current = r
+      // Only what the loop needs after the write: the step's ops are garbage once encoded, not
+      // kept alive (and promoted by the GC) while the next step is built.
+      const current = { cursor: r.cursor, rows: r.rows, phase: r.phase }
       // TEN-1 §1 constraint 4: the step's ops and its cursor (or the stamp) in one synced write.
-      const write = yield* Effect.fork(store.write([...current.ops, ...Registry.commitOps(m, current.cursor)], { sync: true }))
+      const write = yield* Effect.fork(store.write([...r.ops, ...Registry.commitOps(m, current.cursor)], { sync: true }))
+      r = undefined
       budget.steps--
       // Build the next step while this one commits (its reads never touch what this write changes,
       // and its ordinals come from the run's memory); a failed write ends the run.
