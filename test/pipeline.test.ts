@@ -11,7 +11,7 @@ import type { RetrySchedule } from "../src/domain/retry-schedule.js"
 import * as Signature from "../src/domain/signature.js"
 import * as M from "../src/layers/delivery-metrics.js"
 import * as Queue from "../src/layers/queue.js"
-import type { SinkOptions } from "../src/layers/pipeline.js"
+import { FIRST_SCAN_TENANTS, type SinkOptions } from "../src/layers/pipeline.js"
 import { makeIngest, memoryWorld, rocksWorld, startPipeline, until, type World } from "./pipeline-world.js"
 import { type Received, startSink } from "./sink-server.js"
 
@@ -346,6 +346,44 @@ describe("pipeline", () => {
       }
       expect(claimed.map((d) => d.seq).sort((x, y) => x - y)).toEqual(hooks.map((h) => h.seq))
       expect(yield* markers()).toEqual([])
+    })
+  )
+
+  it.scopedLive("a tick scans for more tenants only when the first ones leave rows to claim", () =>
+    Effect.gen(function* () {
+      const sink = yield* startSink(() => ({ status: 204, delayMs: 30_000 }))
+      const w = yield* memoryWorld
+      const limits: Array<number | undefined> = []
+      const queue: Queue.QueueShape = {
+        ...w.queue,
+        activeTenants: (now, limit) => Effect.sync(() => limits.push(limit)).pipe(Effect.zipRight(w.queue.activeTenants(now, limit)))
+      }
+      const counted: World = { ...w, queue, context: Context.add(w.context, Queue.Queue, queue) }
+      const ingest = makeIngest(w.store)
+      const at = (K.bucketOf(Date.now()) - 30) * 1000
+      // 20 tenants with one row each, then one with 100 rows, all in one second: marker order is ordinal order.
+      const hooks = yield* ingest([
+        ...Array.from({ length: 20 }, (_, i) => ({ tenant: `t${i}`, sinks: ["s"], at })),
+        ...Array.from({ length: 100 }, () => ({ tenant: "big", sinks: ["s"], at: at + 1 }))
+      ])
+      const ords = [...new Set(hooks.map((h) => h.ord))]
+      const { pipeline } = yield* startPipeline(counted, {
+        tickMs: 60_000,
+        claimLimit: 30,
+        graceMs: 0,
+        sinks: [sinkOf("s", sink.url, { concurrency: 1, timeoutMs: 60_000 })]
+      })
+      // The first 16 tenants give one row each: 14 rows left, so the tick scans again (for up to 30).
+      const first = yield* pipeline.tick
+      expect(limits).toEqual([FIRST_SCAN_TENANTS, 30])
+      expect(first.visited).toEqual(ords.slice(0, 21))
+      expect(first.claimed).toHaveLength(30)
+      // Now "big" comes first and fills the tick alone: one scan.
+      limits.length = 0
+      const second = yield* pipeline.tick
+      expect(limits).toEqual([FIRST_SCAN_TENANTS])
+      expect(second.visited).toEqual([ords[20]])
+      expect(second.claimed).toHaveLength(30)
     })
   )
 

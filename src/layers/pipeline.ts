@@ -18,7 +18,7 @@ import * as K from "../domain/keys.js"
 import * as Retry from "../domain/retry-schedule.js"
 import { parseSecret } from "../domain/signature.js"
 import * as M from "./delivery-metrics.js"
-import { type DueEntry, Queue } from "./queue.js"
+import { type ActiveTenant, type DueEntry, Queue } from "./queue.js"
 import * as SinkClient from "./sink-client.js"
 import { type SinkOptions } from "./sink-client.js"
 import { Store, type StoreError } from "./store.js"
@@ -68,6 +68,8 @@ export const Ranges: Readonly<Record<keyof typeof Defaults, readonly [number, nu
   graceMs: [0, 600_000]
 }
 
+/** Tenants a tick's first marker scan asks for (it scans again for up to the rest only if they leave rows to claim). */
+export const FIRST_SCAN_TENANTS = 16
 /** A wake never starts ticks closer together than this, so a busy Writer cannot spin the tick. */
 export const MIN_TICK_GAP_MS = 5
 /** Backoff between attempts of an outcome commit that failed (the rows stay `?F` meanwhile). */
@@ -303,12 +305,27 @@ export const make = (input: Input) =>
     /** Visit tenants in marker order, each under its lock (TEN-1 §6: claim reads then deletes due rows), and claim in one batch. */
     const claim = (now: number, rowsBudget: number) =>
       Effect.gen(function* () {
-        // No more tenants than rows to claim: every visit with due rows takes at least one, so the
-        // marker scan stops at the (rowsBudget + 1)-th tenant instead of reading every marker due.
-        const tenants = yield* queue.activeTenants(now, Math.min(o.activeTenants, rowsBudget))
+        // No more tenants than rows to claim: every visit with due rows takes at least one. And first
+        // only FIRST_SCAN_TENANTS of them: the scan reads markers until it has seen one tenant more
+        // than it was asked for, and a tenant with a backlog often fills the tick on its own. Only a
+        // tick left with rows to claim after those tenants scans again for the rest.
+        const cap = Math.min(o.activeTenants, rowsBudget)
+        const asked = Math.min(cap, FIRST_SCAN_TENANTS)
+        let tenants: ReadonlyArray<ActiveTenant> = yield* queue.activeTenants(now, asked)
+        let complete = tenants.length < asked || asked === cap
+        const more = Effect.suspend(() => {
+          const seen = new Set(tenants.map((t) => t.ord))
+          return queue.activeTenants(now, cap).pipe(
+            Effect.map((all) => {
+              tenants = [...tenants, ...all.filter((t) => !seen.has(t.ord))]
+              complete = true
+            })
+          )
+        })
         const visits: Array<{ readonly ord: number; readonly buckets: ReadonlyArray<number>; readonly rows: ReadonlyArray<DueEntry> }> = []
         const visit = (i: number, rowsLeft: number, bytesLeft: number): Effect.Effect<void, StoreError> => {
           const t = tenants[i]
+          if (t === undefined && !complete && rowsLeft > 0 && bytesLeft > 0) return more.pipe(Effect.zipRight(Effect.suspend(() => visit(i, rowsLeft, bytesLeft))))
           if (t === undefined || rowsLeft <= 0 || bytesLeft <= 0) {
             const rows = visits.flatMap((v) => v.rows)
             return rows.length === 0 ? Effect.void : store.write(Deliveries.batch(rows.map((r) => Deliveries.claim(r.ref, r.value))), { sync: false })
