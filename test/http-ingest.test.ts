@@ -158,6 +158,25 @@ describe("http ingest", () => {
     )
   )
 
+  it.live("the Writer's metrics count the requests of each commit and time it", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const edge = yield* startEdge(config)
+        const before = yield* scrape(edge)
+        const rs = yield* Effect.all([post(edge, "fixed", "{}"), post(edge, "fixed", "{}"), post(edge, "fixed", "{}")], { concurrency: "unbounded" })
+        expect(rs.map((r) => r.status)).toEqual([202, 202, 202])
+        const after = yield* scrape(edge)
+        const delta = (series: string) => (metricValue(after, series) ?? 0) - (metricValue(before, series) ?? 0)
+        expect(delta("ankusa_writer_batch_requests_sum")).toBe(3)
+        const commits = delta("ankusa_writer_batch_requests_count")
+        expect(commits).toBeGreaterThanOrEqual(1)
+        expect(commits).toBeLessThanOrEqual(3)
+        expect(delta("ankusa_writer_commit_seconds_count")).toBe(commits)
+        expect(delta("ankusa_writer_commit_seconds_sum")).toBeGreaterThan(0)
+      })
+    )
+  )
+
   it("sourceOf picks the ingest route and nothing else", () => {
     expect(sourceOf("POST", "/v1/hooks/github")).toBe("github")
     expect(sourceOf("POST", "/v1/hooks/git%20hub?x=1")).toBe("git hub")

@@ -4,7 +4,7 @@
  * assignment, hook ids, idempotency keys and tenant ordinal allocation, and
  * the bounded tenant id → ord cache. See docs/architecture.md "The Writer".
  */
-import { Cause, Clock, Context, Data, Effect, Exit, Fiber, Layer, Queue } from "effect"
+import { Cause, Clock, Context, Data, Effect, Exit, Fiber, Layer, Metric, Queue } from "effect"
 import * as Dedupe from "../domain/dedupe.js"
 import * as Deliveries from "../domain/deliveries.js"
 import { DEFAULT_TENANT, encodeEnvelope } from "../domain/envelope.js"
@@ -14,6 +14,7 @@ import { type Op, put } from "../domain/ops.js"
 import * as TenantOrds from "../domain/tenants.js"
 import { TenantLimit } from "../domain/tenants.js"
 import { Store, type StoreError, type StoreShape } from "./store.js"
+import * as WriterMetrics from "./writer-metrics.js"
 
 export interface IngestRequest {
   /** null means "default". */
@@ -309,7 +310,10 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
         if (nextOrd !== state.nextOrd) extra.push(TenantOrds.nextOrdOp(nextOrd))
         // Persisted in every batch, so a seq is never reused even after its hook is reclaimed.
         extra.push(put("default", Keys.Meta.nextSeq, Keys.encodeU64(nextSeq)))
+        const started = performance.now()
         yield* store.write(Deliveries.batch(transitions, extra), { sync: true })
+        yield* Metric.update(WriterMetrics.commitSeconds, (performance.now() - started) / 1000)
+        yield* Metric.update(WriterMetrics.batchRequests, items.length)
 
         state.nextSeq = nextSeq
         state.nextOrd = nextOrd
