@@ -209,7 +209,17 @@ export const make = (input: Input) =>
         Effect.matchEffect({
           onFailure: (e) => Effect.logError("pipeline: outcomes left inflight for boot recovery", { rows: items.length, error: e.message }),
           onSuccess: () =>
-            Effect.forEach(items, (i) => Metric.increment(outcomeMetric(i.sink, i.outcome)), { discard: true })
+            Effect.suspend(() => {
+              // One increment per (sink, outcome) of the batch, not per row.
+              const counts = new Map<string, { readonly sink: string; readonly outcome: M.Outcome; n: number }>()
+              for (const i of items) {
+                const k = `${i.outcome}\u0000${i.sink}`
+                const g = counts.get(k)
+                if (g === undefined) counts.set(k, { sink: i.sink, outcome: i.outcome, n: 1 })
+                else g.n += 1
+              }
+              return Effect.forEach(counts.values(), (g) => Metric.incrementBy(outcomeMetric(g.sink, g.outcome), g.n), { discard: true })
+            })
         }),
         Effect.ensuring(Effect.suspend(() => {
           inflight -= items.length
@@ -236,10 +246,14 @@ export const make = (input: Input) =>
 
     // --- one delivery ------------------------------------------------------
 
-    const settle = (s: Settled) => Q.offer(outcomes, s)
+    // Unbounded: never refused.
+    const settleNow = (s: Settled): void => {
+      Q.unsafeOffer(outcomes, s)
+    }
+    const settle = (s: Settled) => Effect.sync(() => settleNow(s))
 
-    /** Route a claimed row: settle it at once when it cannot be called, else queue it for its sink's workers. */
-    const dispatch = (c: Claimed, env: Envelope | undefined, row: Deliveries.DeliveryRow): Effect.Effect<void> =>
+    /** Settle a claimed row that cannot be called: its hook is gone or undecodable, or its sink is not configured. */
+    const settleUnroutable = (c: Claimed, env: Envelope | undefined, row: Deliveries.DeliveryRow): Effect.Effect<void> =>
       Effect.gen(function* () {
         const size = c.entry.value.size
         const name = env?.sinks[c.ref.sink]
@@ -254,21 +268,42 @@ export const make = (input: Input) =>
           yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { ...c.ref, sinkName: name })
           return yield* settle({ transition: Deliveries.deadLetter(c.ref, { ...row, lastAt: now }, now, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
         }
-        busy += 1
-        if (busy === 1) idle.unsafeClose()
-        yield* Q.offer(sink.jobs, { claimed: c, env, row, name })
+        // Unreachable: `route` sends only rows without an envelope or a configured sink.
+        return yield* Effect.dieMessage("pipeline: settleUnroutable called for a routable row")
       })
 
-    /** One sink call and its outcome. */
+    /**
+     * Hand a claimed row to its sink's workers, synchronously (the common case, no effect per row);
+     * a row that cannot be called comes back as the effect that settles it (`settleUnroutable`).
+     */
+    const route = (c: Claimed, env: Envelope | undefined, row: Deliveries.DeliveryRow): Effect.Effect<void> | undefined => {
+      const name = env?.sinks[c.ref.sink]
+      const sink = name === undefined ? undefined : sinks.get(name)
+      if (env === undefined || name === undefined || sink === undefined) return settleUnroutable(c, env, row)
+      busy += 1
+      if (busy === 1) idle.unsafeClose()
+      // Unbounded: never refused.
+      Q.unsafeOffer(sink.jobs, { claimed: c, env, row, name })
+      return undefined
+    }
+
+    /** One sink call and its outcome; a 2xx settles without a further effect. */
     const deliver = (sink: Sink, job: Job): Effect.Effect<void> =>
+      Effect.flatMap(SinkClient.call(sink.transport, sink.options, sink.key, job.env), (a) => {
+        // No fiber here sets metric labels, so the update needs none from the fiber.
+        sink.latency.unsafeUpdate(a.durationMs / 1000, [])
+        if (a.status >= 200 && a.status < 300) {
+          settleNow({ transition: Deliveries.delivered(job.claimed.ref, job.claimed.entry.value.size), sink: job.name, outcome: "delivered" })
+          return Effect.void
+        }
+        return failed(sink, job, a)
+      })
+
+    /** A call that did not deliver: a retry at the schedule's next time, or the DLQ. */
+    const failed = (sink: Sink, job: Job, a: SinkClient.Attempt): Effect.Effect<void> =>
       Effect.gen(function* () {
         const { claimed: c, env, row, name } = job
-        const a = yield* SinkClient.call(sink.transport, sink.options, sink.key, env)
-        yield* Metric.update(sink.latency, a.durationMs / 1000)
         const after: Deliveries.DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
-        if (a.status >= 200 && a.status < 300) {
-          return yield* settle({ transition: Deliveries.delivered(c.ref, c.entry.value.size), sink: name, outcome: "delivered" })
-        }
         const random = yield* Random.next
         const d = Retry.next(sink.options.retry, { attempt: after.attempts, status: a.status, retryAfter: a.retryAfter, now: a.endedAt, random })
         if (d._tag === "Retry") {
@@ -378,7 +413,8 @@ export const make = (input: Input) =>
         for (let i = 0; i < claimed.length; i++) {
           const c = claimed[i]!
           const row = Deliveries.decodeRow(rows[i]) ?? Deliveries.freshRow(c.entry.value.size)
-          yield* dispatch(c, envs.get(c.ref.seq), row)
+          const unroutable = route(c, envs.get(c.ref.seq), row)
+          if (unroutable !== undefined) yield* unroutable
         }
       }
 
