@@ -21,10 +21,10 @@
  * concurrency 16), which decide PASS, and a tuned run (shorter tick, more
  * inflight, more sink concurrency) printed for comparison: the gap between
  * the two is what the defaults cost. PASS needs every row delivered, none
- * dead, and either rule (the summary says which held): deliveries/s >=
- * TARGET_RATE, or deliveries/s >= SCALED_SHARE x the bare loop's calls/s
- * (docs/testing.md "delivery-bench": the issue set 20,000/s where a bare
- * Node server answered 55,000 req/s, a share of 0.364 of one Node process).
+ * dead, and deliveries/s >= TARGET_RATE. Printed beside it, not gated: the
+ * target as a share of one Node process, SCALED_SHARE x the bare loop's
+ * calls/s (docs/testing.md "delivery-bench": the issue set 20,000/s where a
+ * bare Node server answered 55,000 req/s, a share of 0.364).
  * Run: npx tsx bench/delivery-bench.ts [--quick] [--hooks N] [--trace]
  */
 import { Duration, Effect, Layer } from "effect"
@@ -50,8 +50,8 @@ export const TARGET_RATE = 20_000
 /** Where the issue set TARGET_RATE, a bare Node server answered this many req/s. */
 export const ISSUE_BARE_RATE = 55_000
 /**
- * The scaled rule: deliveries/s at least this share of the bare client loop's calls/s measured in
- * the same run (TARGET_RATE / ISSUE_BARE_RATE = 0.364, rounded up).
+ * The target as a share of one Node process: this share of the bare client loop's calls/s measured
+ * in the same run (TARGET_RATE / ISSUE_BARE_RATE = 0.364, rounded up). Printed, not gated.
  */
 export const SCALED_SHARE = 0.37
 /** Bare calls before the measured bare loop (JIT and connections warm). */
@@ -187,14 +187,14 @@ main("delivery-bench", async () => {
   const t = results[1]!
   const clean = d.drained && d.dead === 0 && d.left === 0 && d.bare.failed === 0
   const scaled = SCALED_SHARE * d.bare.rate
-  const rule = d.rate >= TARGET_RATE ? `absolute target ${int(TARGET_RATE)}/s met` : d.rate >= scaled ? `scaled target met` : `neither target met`
+  const rule = `the scaled share ${d.rate >= scaled ? "met" : "not met"} (informational; the gate keeps ${int(TARGET_RATE)}/s)`
   console.log(
     `target scaled to this machine: ${int(TARGET_RATE)}/s was set where a bare Node server did ${int(ISSUE_BARE_RATE)} req/s; ` +
       `here ${SCALED_SHARE} x the bare client loop's ${int(d.bare.rate)} calls/s = ${int(scaled)} deliveries/s`
   )
   finish(
     "delivery-bench",
-    clean && (d.rate >= TARGET_RATE || d.rate >= scaled),
+    clean && d.rate >= TARGET_RATE,
     `${int(d.rate)} deliveries/s with the defaults (target ${int(TARGET_RATE)}, or scaled ${int(scaled)} = ${SCALED_SHARE} x bare ${int(d.bare.rate)} calls/s; ` +
       `ratio ${fmt(d.rate / d.bare.rate, 2)}; ${rule}), CPU ${fmt(d.cpuUsPerDelivery, 0)} µs a delivery (bare ${fmt(d.bare.cpuUsPerCall, 0)} a call), ` +
       `sink max concurrency ${d.sinkMaxConcurrent}; ` +
