@@ -1,6 +1,6 @@
 /**
  * Soak (issue 7): steady ingest and delivery through the real layers — the
- * Writer, the pipeline with the undici client, a local sink server, the
+ * Writer, the pipeline with its node:http sink client, a local sink server, the
  * RocksDB store — with the archive on, the compactor, reclaim and the dedupe
  * sweep running on short intervals, for long enough to pass many
  * compactions and reclaim walks. Every hook carries an idempotency key, so
@@ -26,7 +26,6 @@ import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Layer, Metric, Stream } from "effect"
 import * as K from "../src/domain/keys.js"
 import { ColumnFamilies } from "../src/domain/ops.js"
@@ -158,7 +157,7 @@ const run = (dataDir: string, sinkUrl: string, sink: { readonly ids: Set<string>
       const running = Layer.mergeAll(
         Pipeline.layer({
           sinks: [{ name: "sink", url: sinkUrl, timeoutMs: 10_000, headers: {}, concurrency: 16, retry: defaultSchedule }]
-        }).pipe(Layer.provide(NodeHttpClient.layerUndici)),
+        }),
         Archive.layerCompactor({ compactInterval: COMPACT_MS }),
         Reclaim.layerSchedule({ interval: RECLAIM_MS }),
         DedupeSweep.layerSchedule({ interval: SWEEP_MS })

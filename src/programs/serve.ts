@@ -17,7 +17,6 @@
  */
 import { Command, Options } from "@effect/cli"
 import { HttpServer } from "@effect/platform"
-import { NodeHttpClient } from "@effect/platform-node"
 import { Cause, Clock, Context, Duration, Effect, Layer, Option, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -146,7 +145,7 @@ export const serve = (config: Config) =>
       ctx = yield* build(ctx, DlqCeiling.layer({ maxRows: config.dlq.maxRows, maxBytes: config.dlq.maxBytes }))
       ctx = yield* build(
         ctx,
-        Pipeline.layer({ ...config.pipeline, sinks: sinksOf(config, origin) }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+        Pipeline.layer({ ...config.pipeline, sinks: sinksOf(config, origin) })
       )
       wakePipeline = Context.get(ctx, Pipeline.Pipeline).wake
       ctx = yield* build(ctx, Gauges.layer({ intervalMs: config.gauges.intervalMs }))
