@@ -71,7 +71,7 @@ export interface MigrateReport {
 }
 
 export interface MigrateOptions {
-  /** Old rows per step (default `TenantKeys.STEP_ROWS`, 500). */
+  /** Old rows per step (default `TenantKeys.STEP_ROWS`, 1,000). */
   readonly stepRows?: number
   /** `tenants.max` (default 1,000,000): only for the overage log. */
   readonly maxTenants?: number
