@@ -8,7 +8,7 @@
  * after expiry gets a new `?e`: so the sweep deletes a `?u` only when its
  * stored expiry is the one of the `?e` it visits.
  */
-import { asBuffer, dedupeKey, expiryKey, readU64, writeU64 } from "./keys.js"
+import { asBuffer, dedupeKey, expiryKey, readU64, writeU64, zeroed } from "./keys.js"
 import { type Op, put } from "./ops.js"
 
 export const DEFAULT_WINDOW_MS = 24 * 60 * 60 * 1000
@@ -23,7 +23,7 @@ export interface First {
 
 export const encodeValue = (v: First): Uint8Array => {
   const id = Buffer.from(v.id, "utf8")
-  const b = Buffer.alloc(17 + id.length)
+  const b = zeroed(17 + id.length)
   b[0] = 1
   writeU64(b, v.seq, 1)
   writeU64(b, v.expiresAt, 9)

@@ -53,7 +53,7 @@ export interface DeliveryRow {
 }
 
 export const encodeRow = (r: DeliveryRow): Uint8Array => {
-  const b = Buffer.alloc(17)
+  const b = K.zeroed(17)
   b[0] = 1
   b.writeUInt16BE(Math.min(r.attempts, 0xffff), 1)
   b.writeUInt16BE(Math.min(r.lastStatus, 0xffff), 3)

@@ -3,6 +3,8 @@
  * `<<1::8, metaLen::32, meta JSON (utf8), body bytes>>`; the body is kept as
  * the exact bytes received. See docs/storage.md.
  */
+import { zeroed } from "./keys.js"
+
 export interface Envelope {
   /** The public id answered with 202 and sent as `webhook-id`. */
   readonly id: string
@@ -39,7 +41,7 @@ export const encodeEnvelope = (e: Envelope): Uint8Array => {
     }),
     "utf8"
   )
-  const head = Buffer.alloc(5)
+  const head = zeroed(5)
   head[0] = VERSION
   head.writeUInt32BE(meta.length, 1)
   return Buffer.concat([head, meta, e.body])

@@ -3,6 +3,7 @@
  * A batch is a list of ops that the `Store` commits atomically (all or none).
  * Nothing here does I/O.
  */
+import { zeroed } from "./keys.js"
 
 /** RocksDB column families of format 3 (format 2 lacks `tenants` and `counters`). */
 export const ColumnFamilies = ["default", "hooks", "deliveries", "index", "audit", "tenants", "counters"] as const
@@ -57,7 +58,7 @@ export const deleteRange = (cf: ColumnFamily, lo: Uint8Array, hi: Uint8Array): D
 
 /** Counter values are stored as 8-byte little-endian two's complement (RocksDB's `uint64add` operand). */
 export const encodeInt64LE = (n: bigint): Uint8Array => {
-  const b = Buffer.alloc(8)
+  const b = zeroed(8)
   b.writeBigInt64LE(BigInt.asIntN(64, n))
   return b
 }
