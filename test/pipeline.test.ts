@@ -43,6 +43,18 @@ const row = (w: World, seq: number, sink: number) =>
 
 const gaps = (rs: ReadonlyArray<Received>) => rs.slice(1).map((r, i) => r.at - rs[i]!.at)
 
+/** A memory world whose Queue records the `limit` of every `activeTenants` call (the tick's marker scans). */
+const limitRecordingWorld = Effect.gen(function* () {
+  const w = yield* memoryWorld
+  const limits: Array<number | undefined> = []
+  const queue: Queue.QueueShape = {
+    ...w.queue,
+    activeTenants: (now, limit) => Effect.sync(() => limits.push(limit)).pipe(Effect.zipRight(w.queue.activeTenants(now, limit)))
+  }
+  const counted: World = { ...w, queue, context: Context.add(w.context, Queue.Queue, queue) }
+  return { w, limits, counted }
+})
+
 describe("pipeline", () => {
   it.scopedLive("a hook is delivered to every sink of its route", () =>
     Effect.gen(function* () {
@@ -303,13 +315,7 @@ describe("pipeline", () => {
     Effect.gen(function* () {
       // A sink that never answers in time: no outcome commits, so no tick runs but the test's.
       const sink = yield* startSink(() => ({ status: 204, delayMs: 30_000 }))
-      const w = yield* memoryWorld
-      const limits: Array<number | undefined> = []
-      const queue: Queue.QueueShape = {
-        ...w.queue,
-        activeTenants: (now, limit) => Effect.sync(() => limits.push(limit)).pipe(Effect.zipRight(w.queue.activeTenants(now, limit)))
-      }
-      const counted: World = { ...w, queue, context: Context.add(w.context, Queue.Queue, queue) }
+      const { w, limits, counted } = yield* limitRecordingWorld
       const ingest = makeIngest(w.store)
       const s0 = K.bucketOf(Date.now()) - 30
       // Tenant a: one row in each of seconds s0..s9; tenants b..f: one row in s0.
@@ -352,13 +358,7 @@ describe("pipeline", () => {
   it.scopedLive("a tick scans for more tenants only when the first ones leave rows to claim", () =>
     Effect.gen(function* () {
       const sink = yield* startSink(() => ({ status: 204, delayMs: 30_000 }))
-      const w = yield* memoryWorld
-      const limits: Array<number | undefined> = []
-      const queue: Queue.QueueShape = {
-        ...w.queue,
-        activeTenants: (now, limit) => Effect.sync(() => limits.push(limit)).pipe(Effect.zipRight(w.queue.activeTenants(now, limit)))
-      }
-      const counted: World = { ...w, queue, context: Context.add(w.context, Queue.Queue, queue) }
+      const { w, limits, counted } = yield* limitRecordingWorld
       const ingest = makeIngest(w.store)
       const at = (K.bucketOf(Date.now()) - 30) * 1000
       // 20 tenants with one row each, then one with 100 rows, all in one second: marker order is ordinal order.
