@@ -252,24 +252,17 @@ export const make = (input: Input) =>
     }
     const settle = (s: Settled) => Effect.sync(() => settleNow(s))
 
-    /** Settle a claimed row that cannot be called: its hook is gone or undecodable, or its sink is not configured. */
-    const settleUnroutable = (c: Claimed, env: Envelope | undefined, row: Deliveries.DeliveryRow): Effect.Effect<void> =>
+    /** Settle a claimed row that cannot be called: its hook is gone or undecodable (`name` undefined), or its sink is not configured. */
+    const settleUnroutable = (c: Claimed, env: Envelope | undefined, name: string | undefined, row: Deliveries.DeliveryRow): Effect.Effect<void> =>
       Effect.gen(function* () {
-        const size = c.entry.value.size
-        const name = env?.sinks[c.ref.sink]
         if (env === undefined || name === undefined) {
           yield* Effect.logWarning("pipeline: hook envelope gone or undecodable; row dropped", c.ref)
-          return yield* settle({ transition: Deliveries.orphanDrop(c.ref, size), sink: "unknown", outcome: "dropped" })
+          return yield* settle({ transition: Deliveries.orphanDrop(c.ref, c.entry.value.size), sink: "unknown", outcome: "dropped" })
         }
-        const sink = sinks.get(name)
-        if (sink === undefined) {
-          // A sink removed from the configuration: keep the row in the DLQ, where replay can find it.
-          const now = yield* Clock.currentTimeMillis
-          yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { ...c.ref, sinkName: name })
-          return yield* settle({ transition: Deliveries.deadLetter(c.ref, { ...row, lastAt: now }, now, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
-        }
-        // Unreachable: `route` sends only rows without an envelope or a configured sink.
-        return yield* Effect.dieMessage("pipeline: settleUnroutable called for a routable row")
+        // A sink removed from the configuration: keep the row in the DLQ, where replay can find it.
+        const now = yield* Clock.currentTimeMillis
+        yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { ...c.ref, sinkName: name })
+        return yield* settle({ transition: Deliveries.deadLetter(c.ref, { ...row, lastAt: now }, now, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
       })
 
     /**
@@ -279,7 +272,7 @@ export const make = (input: Input) =>
     const route = (c: Claimed, env: Envelope | undefined, row: Deliveries.DeliveryRow): Effect.Effect<void> | undefined => {
       const name = env?.sinks[c.ref.sink]
       const sink = name === undefined ? undefined : sinks.get(name)
-      if (env === undefined || name === undefined || sink === undefined) return settleUnroutable(c, env, row)
+      if (env === undefined || name === undefined || sink === undefined) return settleUnroutable(c, env, name, row)
       busy += 1
       if (busy === 1) idle.unsafeClose()
       // Unbounded: never refused.
