@@ -73,7 +73,6 @@ export const successor = (prefix: Uint8Array): Uint8Array | undefined => {
   return undefined
 }
 
-/** A key above every key of a column family (used when a prefix has no successor). */
 /**
  * A zero-filled buffer for a key or a small value, cut from Node's shared 8 KiB pool
  * (`allocUnsafe`) rather than one ArrayBuffer each (`alloc`): a batch holds about 16 of them a
@@ -82,6 +81,7 @@ export const successor = (prefix: Uint8Array): Uint8Array | undefined => {
  */
 export const zeroed = (n: number): Buffer => Buffer.allocUnsafe(n).fill(0)
 
+/** A key above every key of a column family (used when a prefix has no successor). */
 export const CF_END: Uint8Array = Buffer.alloc(64, 0xff)
 
 /** [lo, hi) bounds of every key starting with `prefix`. */
