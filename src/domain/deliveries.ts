@@ -272,10 +272,7 @@ export const V2 = {
   inflightRow: (seq: number, sink: number, size: number): Op => put("index", K.inflightV2Key(seq, sink), K.sizeValue(size)),
   deadRow: (at: number, seq: number, sink: number, hook: { readonly sourceId: string; readonly id: string }): Op =>
     put("index", K.deadKey(at, seq, sink), K.deadValueV2(hook)),
-  archiveRow: (seq: number, size: number): Op => put("index", K.archiveKey(seq), K.sizeValue(size)),
-  /** Migration: delete a format 2 due / inflight row. */
-  delDue: (at: number, seq: number, sink: number): Op => del("index", K.dueV2Key(at, seq, sink)),
-  delInflight: (seq: number, sink: number): Op => del("index", K.inflightV2Key(seq, sink))
+  archiveRow: (seq: number, size: number): Op => put("index", K.archiveKey(seq), K.sizeValue(size))
 } as const
 
 /** Migration phase writes for rows re-keyed from format 2 (TEN-1 §7). */

@@ -220,7 +220,7 @@ export const build = (input: StepInput): StepOutput => {
         // TEN-1 §7: a row due after the migration started was waiting out a retry.
         const kind: K.DueKind = r.at > input.startedAt ? 1 : 0
         transitions.push(Deliveries.Migrated.due({ ord, at: r.at, seq: r.seq, sink: r.sink, size: r.size, kind }))
-        // The old key exactly as read (the same bytes `Deliveries.V2.delDue` would build, without building them).
+        // The old `?d` / `?f` row is deleted by its key exactly as read (no second encoding).
         extra.push(del("index", r.key))
         break
       }
