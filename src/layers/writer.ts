@@ -418,10 +418,7 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
 
     // Interrupting the caller does not withdraw a queued request: it is committed with its batch.
     const submit = (req: IngestRequest): Effect.Effect<IngestResult, SubmitError> =>
-      Effect.async<IngestResult, SubmitError>((resume) => {
-        const refused = offer(req, resume)
-        if (refused !== undefined) resume(Effect.fail(refused))
-      })
+      Effect.async<IngestResult, SubmitError>((resume) => enqueue(req, resume))
 
     const queued = Effect.map(Queue.size(queue), (n) => Math.max(0, n) + carry.length)
 
