@@ -12,7 +12,7 @@ import { layerMemory, MemoryDb } from "../src/layers/store-memory.js"
 import { layerRocksDb } from "../src/layers/store-rocksdb.js"
 import { Store, type StoreShape } from "../src/layers/store.js"
 import { layer as tenantsLayer, Tenants } from "../src/layers/tenants.js"
-import { type IngestRequest, type IngestResult, layer as writerLayer, type SubmitError, Writer, type WriterOptions } from "../src/layers/writer.js"
+import { type IngestRequest, type IngestResult, layer as writerLayer, type SubmitError, Writer, type WriterOptions, type WriterShape } from "../src/layers/writer.js"
 
 const req = (tenantId: string | null, o: Partial<IngestRequest> = {}): IngestRequest => ({
   tenantId,
@@ -85,6 +85,19 @@ const waitUntil = (cond: Effect.Effect<boolean>) =>
   })
 
 /**
+ * Submit `lead` and hold the Writer in that commit (at the probe): requests submitted meanwhile
+ * wait in its queue. `release` lets the commit finish.
+ */
+const holdCommit = (writer: WriterShape, probe: Probe, lead: IngestRequest) =>
+  Effect.gen(function* () {
+    const hold = yield* Deferred.make<void>()
+    probe.hold = hold
+    const fiber = yield* Effect.fork(writer.submit(lead))
+    yield* waitUntil(Effect.sync(() => probe.held))
+    return { fiber, release: Deferred.succeed(hold, undefined) }
+  })
+
+/**
  * Commit `reqs` as ONE batch, queued in order: hold the Writer right after it
  * commits `lead`, queue every request, then release it.
  */
@@ -96,10 +109,7 @@ const oneBatch = (
 ) =>
   Effect.gen(function* () {
     const writer = yield* Writer
-    const hold = yield* Deferred.make<void>()
-    probe.hold = hold
-    const leadFiber = yield* Effect.fork(writer.submit(lead))
-    yield* waitUntil(Effect.sync(() => probe.held))
+    const { fiber: leadFiber, release } = yield* holdCommit(writer, probe, lead)
     const fibers: Array<Fiber.RuntimeFiber<Either.Either<IngestResult, SubmitError>>> = []
     for (const r of reqs) {
       fibers.push(yield* Effect.fork(Effect.either(writer.submit(r))))
@@ -107,7 +117,7 @@ const oneBatch = (
     }
     yield* beforeRelease
     const before = probe.writes
-    yield* Deferred.succeed(hold, undefined)
+    yield* release
     const leadResult = yield* Fiber.join(leadFiber)
     const results = yield* Effect.forEach(fibers, Fiber.join)
     return { lead: leadResult, results, commits: probe.writes - before }
@@ -208,17 +218,14 @@ const shutdownCase = (backend: Backend) =>
     const scope = yield* Scope.make()
     const ctx = yield* Layer.buildWithScope(stack(backend.open(), probe), scope)
     const writer = Context.get(ctx, Writer)
-    const hold = yield* Deferred.make<void>()
-    probe.hold = hold
-    const lead = yield* Effect.fork(writer.submit(req("a")))
-    yield* waitUntil(Effect.sync(() => probe.held))
+    const { fiber: lead, release } = yield* holdCommit(writer, probe, req("a"))
     const queued = yield* Effect.forEach(["a", "b", "c"], (t) => Effect.fork(writer.submit(req(t))))
     yield* waitUntil(Effect.map(writer.queued, (n) => n === 3))
     const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
     yield* Effect.sleep(5)
     const late = yield* Effect.either(writer.submit(req("d")))
     expect(Either.isLeft(late) && late.left._tag === "WriterClosed").toBe(true)
-    yield* Deferred.succeed(hold, undefined)
+    yield* release
     yield* Fiber.join(closing)
     const seqs = [(yield* Fiber.join(lead)).seq, ...(yield* Effect.forEach(queued, (f) => Effect.map(Fiber.join(f), (r) => r.seq)))]
     // After a restart every answered hook is there.
@@ -415,16 +422,13 @@ describe("Writer", () => {
     const probe = new Probe()
     return Effect.gen(function* () {
       const writer = yield* Writer
-      const hold = yield* Deferred.make<void>()
-      probe.hold = hold
-      const lead = yield* Effect.fork(writer.submit(req("a")))
-      yield* waitUntil(Effect.sync(() => probe.held))
+      const { fiber: lead, release } = yield* holdCommit(writer, probe, req("a"))
       const queued = yield* Effect.forEach([req("a"), req("b")], (r) => Effect.fork(writer.submit(r)))
       yield* waitUntil(Effect.map(writer.queued, (n) => n === 2))
       // By count: the third waiting request is refused without waiting.
       const refused = yield* Effect.either(writer.submit(req("c")))
       expect(Either.isLeft(refused) && refused.left._tag === "Overloaded" && refused.left.reason === "requests").toBe(true)
-      yield* Deferred.succeed(hold, undefined)
+      yield* release
       yield* Fiber.join(lead)
       for (const f of queued) expect((yield* Fiber.join(f)).duplicate).toBe(false)
       expect(yield* writer.queued).toBe(0)
@@ -436,15 +440,12 @@ describe("Writer", () => {
     const probe = new Probe()
     return Effect.gen(function* () {
       const writer = yield* Writer
-      const hold = yield* Deferred.make<void>()
-      probe.hold = hold
-      const lead = yield* Effect.fork(writer.submit(req("a")))
-      yield* waitUntil(Effect.sync(() => probe.held))
+      const { fiber: lead, release } = yield* holdCommit(writer, probe, req("a"))
       const big = yield* Effect.fork(writer.submit(req("a", { body: Buffer.alloc(64) })))
       yield* waitUntil(Effect.map(writer.queued, (n) => n === 1))
       const refused = yield* Effect.either(writer.submit(req("a", { body: Buffer.alloc(1) })))
       expect(Either.isLeft(refused) && refused.left._tag === "Overloaded" && refused.left.reason === "bytes").toBe(true)
-      yield* Deferred.succeed(hold, undefined)
+      yield* release
       yield* Fiber.join(lead)
       expect((yield* Fiber.join(big)).duplicate).toBe(false)
       // The bound is released as requests are taken.
