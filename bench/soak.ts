@@ -41,11 +41,8 @@ import * as Reclaim from "../src/layers/reclaim.js"
 import { Store, type StoreShape } from "../src/layers/store.js"
 import { layerRocksDb } from "../src/layers/store-rocksdb.js"
 import * as Writer from "../src/layers/writer.js"
+import { arg } from "./lib/report.js"
 
-const arg = (name: string, dflt: number): number => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i < 0 ? dflt : Number(process.argv[i + 1])
-}
 
 /** How long hooks are submitted (then the queue drains). */
 const SECONDS = arg("seconds", 120)

@@ -21,11 +21,8 @@ import type { CommitThread } from "../src/layers/store-rocksdb-commit.js"
 import { encodeBatch } from "../src/layers/store-rocksdb-wire.mjs"
 import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
 import type { StoreShape } from "../src/layers/store.js"
+import { arg } from "./lib/report.js"
 
-const arg = (name: string, dflt: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i >= 0 ? Number(process.argv[i + 1]) : dflt
-}
 const ROUNDS = arg("rounds", 200)
 const SECONDS = arg("seconds", 5)
 const HOOKS = 256
