@@ -151,7 +151,7 @@ main("delivery-bench", async () => {
     const bareSink = await startTarget({ status: 204 })
     try {
       // The bare loop before and after the drain: the machine is shared and its load moves, so the
-      // faster of the two (the stricter base) is the one the ratio and the scaled rule use.
+      // faster of the two (the stricter base) is the one the ratio and the printed share use.
       const before = await bareRun(s, bareSink)
       const r = await Effect.runPromise(run(s, sink))
       const after = await bareRun(s, bareSink)
@@ -195,7 +195,7 @@ main("delivery-bench", async () => {
   finish(
     "delivery-bench",
     clean && d.rate >= TARGET_RATE,
-    `${int(d.rate)} deliveries/s with the defaults (target ${int(TARGET_RATE)}, or scaled ${int(scaled)} = ${SCALED_SHARE} x bare ${int(d.bare.rate)} calls/s; ` +
+    `${int(d.rate)} deliveries/s with the defaults (target ${int(TARGET_RATE)}; share ${SCALED_SHARE} x bare ${int(d.bare.rate)} calls/s = ${int(scaled)}; ` +
       `ratio ${fmt(d.rate / d.bare.rate, 2)}; ${rule}), CPU ${fmt(d.cpuUsPerDelivery, 0)} µs a delivery (bare ${fmt(d.bare.cpuUsPerCall, 0)} a call), ` +
       `sink max concurrency ${d.sinkMaxConcurrent}; ` +
       `tuned (tickMs ${t.settings.tickMs}, maxInflight ${t.settings.maxInflight}, concurrency ${t.settings.concurrency}) ${int(t.rate)}/s, ` +

@@ -40,22 +40,24 @@ export const bareClientLoop = (url: string, body: Uint8Array, calls: number, con
     const next = (): void => {
       if (started >= calls) return
       started++
+      // Each call ends once, whichever of its answer's end or an error comes first.
+      let ended = false
+      const end = (ok: boolean) => {
+        if (ended) return
+        ended = true
+        if (!ok) failed++
+        done++
+        if (done === calls) finish()
+        else next()
+      }
       const req = request({ agent, method: "POST", hostname: u.hostname, port: u.port, path: u.pathname, headers }, (res) => {
         res.on("data", () => {})
-        res.on("end", end)
+        res.on("end", () => end(true))
       })
       // A call that stalls fails rather than hanging the bench.
       req.setTimeout(CALL_TIMEOUT_MS, () => req.destroy())
-      req.on("error", () => {
-        failed++
-        end()
-      })
+      req.on("error", () => end(false))
       req.end(body)
-    }
-    const end = () => {
-      done++
-      if (done === calls) finish()
-      else next()
     }
     for (let i = 0; i < Math.min(concurrency, calls); i++) next()
   })
