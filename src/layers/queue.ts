@@ -19,8 +19,14 @@ import { type Entry, type Range, Store, type StoreCorrupt, type StoreError, type
 
 /** Distinct tenants `activeTenants` returns by default (TEN-1 §5). */
 export const ACTIVE_TENANTS_LIMIT = 4096
-/** Markers read per `?A` scan page. */
+/** Markers read per `?A` scan page at most. */
 export const ACTIVE_SCAN_PAGE = 1024
+/**
+ * Markers the first `?A` page reads at fewest; a page is `limit + 1` markers (one bucket holds a
+ * tenant's marker once, so that many can show `limit + 1` tenants) and each next page doubles, up to
+ * ACTIVE_SCAN_PAGE: a tick asking for 16 tenants reads tens of markers, not a thousand.
+ */
+export const ACTIVE_SCAN_FIRST_PAGE = 32
 /** Markers one `activeTenants` call reads at most, whatever the backlog's spread in seconds. */
 export const ACTIVE_SCAN_MAX_MARKERS = 65_536
 /** Due rows read per page of `dueForTenant`. */
@@ -191,8 +197,10 @@ export const make = (store: StoreShape): QueueShape => {
       const { hi } = Deliveries.activeRange(now)
       let lo = Deliveries.activeRange(now).lo
       let scanned = 0
+      let pageSize = Math.min(ACTIVE_SCAN_PAGE, Math.max(ACTIVE_SCAN_FIRST_PAGE, limit + 1))
       scan: while (scanned < ACTIVE_SCAN_MAX_MARKERS) {
-        const want = Math.min(ACTIVE_SCAN_PAGE, ACTIVE_SCAN_MAX_MARKERS - scanned)
+        const want = Math.min(pageSize, ACTIVE_SCAN_MAX_MARKERS - scanned)
+        pageSize = Math.min(ACTIVE_SCAN_PAGE, pageSize * 2)
         const page = yield* store.scan("index", { lo, hi }, { limit: want })
         scanned += page.length
         for (const e of page) {
