@@ -135,7 +135,6 @@ interface Claimed {
 interface Job {
   readonly claimed: Claimed
   readonly env: Envelope
-  readonly row: Deliveries.DeliveryRow
   readonly name: string
 }
 
@@ -144,7 +143,10 @@ interface Sink {
   readonly key: Uint8Array | undefined
   /** Its keep-alive connections (`concurrency` at most). */
   readonly transport: SinkClient.Transport
-  readonly jobs: Q.Queue<Job>
+  /** Claimed rows waiting for a call, oldest first. */
+  readonly waiting: Array<Job>
+  /** What cuts each call in flight (`concurrency` at most). */
+  readonly calls: Set<() => void>
   readonly latency: ReturnType<typeof M.latencyOf>
 }
 
@@ -156,20 +158,23 @@ export const make = (input: Input) =>
     const store = yield* Store
     const queue = yield* Queue
 
-    // Per sink, a FIFO of claimed rows waiting for a call, drained by exactly `concurrency` worker
-    // fibers (forked below): the sink's concurrency bound, with no fiber per waiting row. Unbounded
-    // as a queue, bounded by construction: every job is a claimed row, and claims stop at
-    // `maxInflight` rows not yet settled.
+    // Per sink, a FIFO of claimed rows waiting for a call, started `concurrency` at a time: the
+    // sink's concurrency bound, with no fiber per row (a call is a callback chain; only a call that
+    // did not deliver runs an effect). Unbounded as a queue, bounded by construction: every job is
+    // a claimed row, and claims stop at `maxInflight` rows not yet settled.
     const sinks = new Map<string, Sink>()
     for (const s of o.sinks) {
       sinks.set(s.name, {
         options: s,
         key: s.secret === undefined ? undefined : parseSecret(s.secret),
         transport: SinkClient.transport(s),
-        jobs: yield* Q.unbounded<Job>(),
+        waiting: [],
+        calls: new Set(),
         latency: M.latencyOf(s.name)
       })
     }
+    const clock = yield* Effect.clock
+    const now = () => clock.unsafeCurrentTimeMillis()
     // Registered first, so it runs last: after the shutdown below has cut or finished every call.
     yield* Effect.addFinalizer(() => Effect.sync(() => {
       for (const sink of sinks.values()) SinkClient.close(sink.transport)
@@ -195,7 +200,11 @@ export const make = (input: Input) =>
     // Jobs handed to the sink workers and not finished (queued or calling); `idle` is open at 0.
     let busy = 0
     const idle = yield* Effect.makeLatch(true)
-    const workers = yield* FiberSet.make<never, never>()
+    // The effects of calls that did not deliver (and of defects), interrupted at shutdown.
+    const workers = yield* FiberSet.make<void, never>()
+    const runWorker = yield* FiberSet.runtime(workers)<never>()
+    // Set at shutdown once the grace period is over: no call starts after it.
+    let cut = false
     const outcomes = yield* Q.unbounded<Settled>()
     const wakeups = yield* Q.sliding<void>(1)
     const ticking = yield* Effect.makeSemaphore(1)
@@ -253,61 +262,35 @@ export const make = (input: Input) =>
     const settle = (s: Settled) => Effect.sync(() => settleNow(s))
 
     /** Settle a claimed row that cannot be called: its hook is gone or undecodable (`name` undefined), or its sink is not configured. */
-    const settleUnroutable = (c: Claimed, env: Envelope | undefined, name: string | undefined, row: Deliveries.DeliveryRow): Effect.Effect<void> =>
+    const settleUnroutable = (c: Claimed, env: Envelope | undefined, name: string | undefined): Effect.Effect<void, StoreError> =>
       Effect.gen(function* () {
         if (env === undefined || name === undefined) {
           yield* Effect.logWarning("pipeline: hook envelope gone or undecodable; row dropped", c.ref)
           return yield* settle({ transition: Deliveries.orphanDrop(c.ref, c.entry.value.size), sink: "unknown", outcome: "dropped" })
         }
         // A sink removed from the configuration: keep the row in the DLQ, where replay can find it.
+        const row = yield* rowOf(c)
         const now = yield* Clock.currentTimeMillis
         yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { ...c.ref, sinkName: name })
         return yield* settle({ transition: Deliveries.deadLetter(c.ref, { ...row, lastAt: now }, now, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
       })
 
     /**
-     * Hand a claimed row to its sink's workers, synchronously (the common case, no effect per row);
-     * a row that cannot be called comes back as the effect that settles it (`settleUnroutable`).
+     * A claimed row's delivery row, read only when an outcome needs it (a retry or the DLQ): a 2xx
+     * needs only the size the claim carries. Nothing else writes an inflight row's delivery row.
      */
-    const route = (c: Claimed, env: Envelope | undefined, row: Deliveries.DeliveryRow): Effect.Effect<void> | undefined => {
-      const name = env?.sinks[c.ref.sink]
-      const sink = name === undefined ? undefined : sinks.get(name)
-      if (env === undefined || name === undefined || sink === undefined) return settleUnroutable(c, env, name, row)
-      busy += 1
-      if (busy === 1) idle.unsafeClose()
-      // Unbounded: never refused.
-      Q.unsafeOffer(sink.jobs, { claimed: c, env, row, name })
-      return undefined
+    const rowOf = (c: Claimed): Effect.Effect<Deliveries.DeliveryRow, StoreError> =>
+      store.get("deliveries", K.deliveryKey(c.ref.seq, c.ref.sink)).pipe(
+        Effect.map((v) => Deliveries.decodeRow(v) ?? Deliveries.freshRow(c.entry.value.size))
+      )
+
+    const finish = (): void => {
+      busy -= 1
+      if (busy === 0) idle.unsafeOpen()
     }
 
-    /** One sink call and its outcome; a 2xx settles without a further effect. */
-    const deliver = (sink: Sink, job: Job): Effect.Effect<void> =>
-      Effect.flatMap(SinkClient.call(sink.transport, sink.options, sink.key, job.env), (a) => {
-        // No fiber here sets metric labels, so the update needs none from the fiber.
-        sink.latency.unsafeUpdate(a.durationMs / 1000, [])
-        if (a.status >= 200 && a.status < 300) {
-          settleNow({ transition: Deliveries.delivered(job.claimed.ref, job.claimed.entry.value.size), sink: job.name, outcome: "delivered" })
-          return Effect.void
-        }
-        return failed(sink, job, a)
-      })
-
-    /** A call that did not deliver: a retry at the schedule's next time, or the DLQ. */
-    const failed = (sink: Sink, job: Job, a: SinkClient.Attempt): Effect.Effect<void> =>
-      Effect.gen(function* () {
-        const { claimed: c, env, row, name } = job
-        const after: Deliveries.DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
-        const random = yield* Random.next
-        const d = Retry.next(sink.options.retry, { attempt: after.attempts, status: a.status, retryAfter: a.retryAfter, now: a.endedAt, random })
-        if (d._tag === "Retry") {
-          return yield* settle({ transition: Deliveries.retry(c.ref, after, d.at), sink: name, outcome: "retried" })
-        }
-        yield* Effect.logInfo("pipeline: row dead-lettered", { ...c.ref, sinkName: name, status: a.status, error: a.error, reason: d.reason })
-        return yield* settle({ transition: Deliveries.deadLetter(c.ref, after, a.endedAt, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
-      })
-
     /** A defect in a delivery must not leak its slot: the row stays ?F (boot recovery), the count goes down. */
-    const guarded = (c: Claimed, effect: Effect.Effect<void>): Effect.Effect<void> =>
+    const guarded = (c: Claimed, effect: Effect.Effect<void, StoreError>): Effect.Effect<void> =>
       effect.pipe(
         Effect.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause)
@@ -318,15 +301,76 @@ export const make = (input: Input) =>
                 }))
               )
         ),
-        Effect.ensuring(Effect.sync(() => {
-          busy -= 1
-          if (busy === 0) idle.unsafeOpen()
-        }))
+        Effect.ensuring(Effect.sync(finish))
       )
 
-    /** A sink worker: one call at a time, forever; `concurrency` of them per sink. */
-    const worker = (sink: Sink): Effect.Effect<never> =>
-      Effect.interruptible(Effect.forever(Q.take(sink.jobs).pipe(Effect.flatMap((job) => guarded(job.claimed, deliver(sink, job))))))
+    /**
+     * Hand a claimed row to its sink, synchronously (the common case, no effect per row); a row
+     * that cannot be called comes back as the effect that settles it (`settleUnroutable`).
+     */
+    const route = (c: Claimed, env: Envelope | undefined): Effect.Effect<void> | undefined => {
+      const name = env?.sinks[c.ref.sink]
+      const sink = name === undefined ? undefined : sinks.get(name)
+      if (env === undefined || name === undefined || sink === undefined) {
+        busy += 1
+        if (busy === 1) idle.unsafeClose()
+        return guarded(c, settleUnroutable(c, env, name))
+      }
+      busy += 1
+      if (busy === 1) idle.unsafeClose()
+      sink.waiting.push({ claimed: c, env, name })
+      pump(sink)
+      return undefined
+    }
+
+    /** Start calls while the sink has rows waiting and a free slot of its `concurrency`. */
+    const pump = (sink: Sink): void => {
+      while (!cut && sink.calls.size < sink.options.concurrency && sink.waiting.length > 0) call(sink, sink.waiting.shift()!)
+    }
+
+    /** One sink call; its outcome settles from the call's callback (a 2xx without any effect). */
+    const call = (sink: Sink, job: Job): void => {
+      let ended = false
+      const stop = SinkClient.start(sink.transport, sink.options, sink.key, job.env, now, (a) => {
+        ended = true
+        sink.calls.delete(stop)
+        outcomeOf(sink, job, a)
+        pump(sink)
+      })
+      // `start` never calls back synchronously; the check keeps a slot from leaking if it ever did.
+      if (!ended) sink.calls.add(stop)
+    }
+
+    const outcomeOf = (sink: Sink, job: Job, a: SinkClient.Attempt): void => {
+      try {
+        // No fiber here sets metric labels, so the update needs none from the fiber.
+        sink.latency.unsafeUpdate(a.durationMs / 1000, [])
+        if (a.status >= 200 && a.status < 300) {
+          settleNow({ transition: Deliveries.delivered(job.claimed.ref, job.claimed.entry.value.size), sink: job.name, outcome: "delivered" })
+          finish()
+          return
+        }
+      } catch (e) {
+        runWorker(guarded(job.claimed, Effect.die(e)))
+        return
+      }
+      runWorker(guarded(job.claimed, failed(sink, job, a)))
+    }
+
+    /** A call that did not deliver: a retry at the schedule's next time, or the DLQ. */
+    const failed = (sink: Sink, job: Job, a: SinkClient.Attempt): Effect.Effect<void, StoreError> =>
+      Effect.gen(function* () {
+        const { claimed: c, env, name } = job
+        const row = yield* rowOf(c)
+        const after: Deliveries.DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
+        const random = yield* Random.next
+        const d = Retry.next(sink.options.retry, { attempt: after.attempts, status: a.status, retryAfter: a.retryAfter, now: a.endedAt, random })
+        if (d._tag === "Retry") {
+          return yield* settle({ transition: Deliveries.retry(c.ref, after, d.at), sink: name, outcome: "retried" })
+        }
+        yield* Effect.logInfo("pipeline: row dead-lettered", { ...c.ref, sinkName: name, status: a.status, error: a.error, reason: d.reason })
+        return yield* settle({ transition: Deliveries.deadLetter(c.ref, after, a.endedAt, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
+      })
 
     // --- the tick ----------------------------------------------------------
 
@@ -393,10 +437,7 @@ export const make = (input: Input) =>
 
       if (claimed.length > 0) {
         const seqs = [...new Set(claimed.map((c) => c.ref.seq))]
-        const [hooks, rows] = yield* Effect.all([
-          store.multiGet("hooks", seqs.map(K.hookKey)),
-          store.multiGet("deliveries", claimed.map((c) => K.deliveryKey(c.ref.seq, c.ref.sink)))
-        ]).pipe(
+        const hooks = yield* store.multiGet("hooks", seqs.map(K.hookKey)).pipe(
           // The rows are claimed: if the reads fail they must still be counted down (they stay ?F for recovery).
           Effect.tapError(() => Effect.sync(() => {
             inflight -= claimed.length
@@ -405,8 +446,7 @@ export const make = (input: Input) =>
         const envs = new Map(seqs.map((s, i) => [s, decodeEnvelope(hooks[i])]))
         for (let i = 0; i < claimed.length; i++) {
           const c = claimed[i]!
-          const row = Deliveries.decodeRow(rows[i]) ?? Deliveries.freshRow(c.entry.value.size)
-          const unroutable = route(c, envs.get(c.ref.seq), row)
+          const unroutable = route(c, envs.get(c.ref.seq))
           if (unroutable !== undefined) yield* unroutable
         }
       }
@@ -442,9 +482,6 @@ export const make = (input: Input) =>
     })
 
     const committer = yield* Effect.forkScoped(Effect.forever(commitStep))
-    for (const sink of sinks.values()) {
-      for (let i = 0; i < sink.options.concurrency; i++) yield* FiberSet.run(workers, worker(sink))
-    }
     const ticker = yield* Effect.forkScoped(loop)
 
     // Shutdown (docs/delivery.md "Limits"): stop claiming, give sink calls the grace period,
@@ -457,9 +494,14 @@ export const make = (input: Input) =>
         }))
         // Finalizers run uninterruptibly: the wait must be made interruptible for the timeout to cut it.
         yield* Effect.interruptible(idle.await).pipe(Effect.timeout(Duration.millis(o.graceMs)), Effect.ignore)
-        const cut = busy
-        if (cut > 0) yield* Effect.logWarning("pipeline: grace period over; rows left inflight for boot recovery", { rows: cut })
+        if (busy > 0) yield* Effect.logWarning("pipeline: grace period over; rows left inflight for boot recovery", { rows: busy })
         // Calls still running are cut and rows still queued never start: all stay ?F.
+        cut = true
+        for (const sink of sinks.values()) {
+          for (const stop of sink.calls) stop()
+          sink.calls.clear()
+          sink.waiting.length = 0
+        }
         yield* FiberSet.clear(workers)
         yield* FiberSet.awaitEmpty(workers)
         yield* Fiber.interrupt(committer)

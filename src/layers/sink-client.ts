@@ -116,7 +116,68 @@ export const transport = (sink: SinkOptions): Transport => {
 /** Close the sink's sockets (shutdown). */
 export const close = (t: Transport): void => t.agent.destroy()
 
-/** POST the hook to the sink. Never fails: every failure is an `Attempt` with status 0 or the sink's status. */
+/**
+ * POST the hook to the sink and call `done` once with the attempt (never synchronously), unless
+ * the call is cut first: the returned function cuts it (destroys the request; `done` is not
+ * called). One callback chain per call, no effect: the pipeline runs a delivery's 2xx path
+ * without the Effect runtime (docs/delivery.md "Connections").
+ */
+export const start = (
+  t: Transport,
+  sink: SinkOptions,
+  key: Uint8Array | undefined,
+  env: Envelope,
+  now: () => number,
+  done: (a: Attempt) => void
+): (() => void) => {
+  const started = now()
+  let settled = false
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const end = (status: number, retryAfter: string | undefined, error: string | undefined) => {
+    if (settled) return
+    settled = true
+    clearTimeout(timer)
+    const endedAt = now()
+    done({ status, retryAfter, error, durationMs: endedAt - started, endedAt })
+  }
+  let req: http.ClientRequest
+  try {
+    const headers = requestHeaders(sink, key, env, started)
+    headers["content-type"] = env.contentType
+    headers["content-length"] = String(env.body.byteLength)
+    req = t.request({ agent: t.agent, method: "POST", protocol: t.protocol, hostname: t.hostname, port: t.port, path: t.path, headers })
+  } catch {
+    // A header value Node refuses (a control character): the request cannot be sent.
+    process.nextTick(() => end(0, undefined, "transport"))
+    return () => {
+      settled = true
+    }
+  }
+  // The whole call (connect, request, the answer read to its end) within the sink's timeout.
+  timer = setTimeout(() => {
+    end(0, undefined, "timeout")
+    req.destroy()
+  }, sink.timeoutMs)
+  req.on("error", () => end(0, undefined, "transport"))
+  req.on("response", (res) => {
+    // Read the answer to its end, discarding it chunk by chunk (nothing is buffered), so the
+    // connection goes back to the Agent; an answer closed before its end is a transport error.
+    const retryAfter = res.headers["retry-after"]
+    const status = res.statusCode ?? 0
+    res.on("end", () => end(status, retryAfter, undefined))
+    res.on("error", () => end(0, undefined, "transport"))
+    res.on("close", () => end(0, undefined, "transport"))
+    res.resume()
+  })
+  req.end(env.body)
+  return () => {
+    settled = true
+    clearTimeout(timer)
+    req.destroy()
+  }
+}
+
+/** `start` as an effect: POST the hook to the sink. Never fails: every failure is an `Attempt` with status 0 or the sink's status. */
 export const call = (
   t: Transport,
   sink: SinkOptions,
@@ -125,49 +186,8 @@ export const call = (
 ): Effect.Effect<Attempt> =>
   Effect.clockWith((clock) =>
     Effect.async<Attempt>((resume) => {
-      const start = clock.unsafeCurrentTimeMillis()
-      let settled = false
-      let timer: ReturnType<typeof setTimeout> | undefined
-      const end = (status: number, retryAfter: string | undefined, error: string | undefined) => {
-        if (settled) return
-        settled = true
-        clearTimeout(timer)
-        const endedAt = clock.unsafeCurrentTimeMillis()
-        resume(Effect.succeed({ status, retryAfter, error, durationMs: endedAt - start, endedAt }))
-      }
-      let req: http.ClientRequest
-      try {
-        const headers = requestHeaders(sink, key, env, start)
-        headers["content-type"] = env.contentType
-        headers["content-length"] = String(env.body.byteLength)
-        req = t.request({ agent: t.agent, method: "POST", protocol: t.protocol, hostname: t.hostname, port: t.port, path: t.path, headers })
-      } catch {
-        // A header value Node refuses (a control character): the request cannot be sent.
-        end(0, undefined, "transport")
-        return
-      }
-      // The whole call (connect, request, the answer read to its end) within the sink's timeout.
-      timer = setTimeout(() => {
-        end(0, undefined, "timeout")
-        req.destroy()
-      }, sink.timeoutMs)
-      req.on("error", () => end(0, undefined, "transport"))
-      req.on("response", (res) => {
-        // Read the answer to its end, discarding it chunk by chunk (nothing is buffered), so the
-        // connection goes back to the Agent; an answer closed before its end is a transport error.
-        const retryAfter = res.headers["retry-after"]
-        const status = res.statusCode ?? 0
-        res.on("end", () => end(status, retryAfter, undefined))
-        res.on("error", () => end(0, undefined, "transport"))
-        res.on("close", () => end(0, undefined, "transport"))
-        res.resume()
-      })
-      req.end(env.body)
-      // Interrupted (shutdown past the grace period): cut the call.
-      return Effect.sync(() => {
-        settled = true
-        clearTimeout(timer)
-        req.destroy()
-      })
+      const cut = start(t, sink, key, env, () => clock.unsafeCurrentTimeMillis(), (a) => resume(Effect.succeed(a)))
+      // Interrupted: cut the call.
+      return Effect.sync(cut)
     })
   )
