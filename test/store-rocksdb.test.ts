@@ -4,8 +4,9 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { range } from "../src/domain/keys.js"
-import { deleteRange, merge, put } from "../src/domain/ops.js"
+import { ColumnFamilies, deleteRange, merge, put } from "../src/domain/ops.js"
 import type { CommitThread } from "../src/layers/store-rocksdb-commit.js"
+import { MAX_WRITE_BUFFERS, storeMemoryBound } from "../src/layers/store-rocksdb-open.js"
 import { layerRocksDb, type RocksDbOptions } from "../src/layers/store-rocksdb.js"
 import { Store } from "../src/layers/store.js"
 import { storeConformance } from "./store-conformance.js"
@@ -117,6 +118,12 @@ describe("Store on RocksDB", () => {
       expect(opt("counters", "compression")).toBe("kNoCompression")
       expect(opt("counters", "compression_per_level") ?? "").not.toMatch(/ZSTD/)
       expect(opt("index", "write_buffer_size")).toBe(String(16 * 1024 * 1024))
+      // docs/storage.md "Memory": every family's write buffers are bounded by our options, none by the binding's 64 MiB default.
+      const buffers = { default: 2, hooks: 16, deliveries: 8, index: 16, audit: 2, tenants: 2, counters: 1 }
+      for (const [cf, mib] of Object.entries(buffers)) {
+        expect([cf, opt(cf, "write_buffer_size"), opt(cf, "max_write_buffer_number")]).toEqual([cf, String(mib * 1024 * 1024), String(MAX_WRITE_BUFFERS)])
+      }
+      expect(storeMemoryBound(ColumnFamilies)).toBe((6 * (2 + 16 + 8 + 16 + 2 + 2 + 1) + 7 * 8) * 1024 * 1024)
       expect(opt("hooks", "merge_operator")).toBe("nullptr")
     }))
 })

@@ -14,18 +14,34 @@ const MiB = 1024 * 1024
 /**
  * Options by column family (docs/storage.md). With this binding a write buffer
  * size can only be set through `compaction` (write_buffer_size =
- * memtableMemoryBudget / 4), and "level" also forces ZSTD on levels >= 2, so
- * counters use "universal" to stay uncompressed at every level.
+ * memtableMemoryBudget / 4, at most 6 buffers), and "level" also turns
+ * compression off on L0-L1 and forces ZSTD on levels >= 2, so counters use
+ * "universal" to stay uncompressed at every level.
+ *
+ * Every family has an explicit budget: left to the binding's defaults, a
+ * family's memtables are 64 MiB buffers (two of them), and a restart replays
+ * the WAL into them, so a node's memory after a restart depended on how much
+ * was unflushed when it stopped (docs/storage.md "Memory").
  */
 export const columnOptions: Readonly<Record<ColumnFamily, ColumnOptions>> = {
-  default: {},
-  hooks: {},
-  deliveries: {},
+  default: { compaction: "level", memtableMemoryBudget: 8 * MiB },
+  hooks: { compaction: "level", memtableMemoryBudget: 64 * MiB },
+  deliveries: { compaction: "level", memtableMemoryBudget: 32 * MiB },
   index: { compaction: "level", memtableMemoryBudget: 64 * MiB },
-  audit: {},
-  tenants: {},
+  audit: { compaction: "level", memtableMemoryBudget: 8 * MiB },
+  tenants: { compaction: "level", memtableMemoryBudget: 8 * MiB },
   counters: { mergeOperator: "uint64add", compression: false, compaction: "universal", memtableMemoryBudget: 4 * MiB }
 }
+
+/** Block cache of each column family (the binding's default, set here so the bound is ours). */
+export const BLOCK_CACHE_BYTES = 8 * MiB
+
+/** Write buffers a family may hold at once ("level" and "universal" both set 6). */
+export const MAX_WRITE_BUFFERS = 6
+
+/** The most RocksDB's memtables and block caches may hold, summed over the families (docs/storage.md "Memory"). */
+export const storeMemoryBound = (families: ReadonlyArray<ColumnFamily>): number =>
+  families.reduce((n, f) => n + ((columnOptions[f].memtableMemoryBudget ?? 0) / 4) * MAX_WRITE_BUFFERS + BLOCK_CACHE_BYTES, 0)
 
 /** The column families a build of `format` opens (and creates when missing). */
 export const columnFamiliesOf = (format: number): ReadonlyArray<ColumnFamily> =>
@@ -51,7 +67,7 @@ const columnsFor = (names: ReadonlyArray<string>, tuning: OpenTuning): Record<st
       name,
       {
         ...(columnOptions[name as ColumnFamily] ?? {}),
-        ...(tuning.cacheSize === undefined ? {} : { cacheSize: tuning.cacheSize })
+        cacheSize: tuning.cacheSize ?? BLOCK_CACHE_BYTES
       }
     ])
   )
