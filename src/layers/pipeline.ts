@@ -454,8 +454,11 @@ export const make = (input: Input) =>
       // TEN-1 §5 cleanup for every tenant visited (an empty visit means a stale marker to remove),
       // over the markers scanned and those of the seconds just claimed from: the scan stops early
       // (above), so the claims may have emptied seconds whose markers it did not read.
-      for (const v of visits) {
-        const r = yield* queue.cleanupMarkers(v.ord, now, markersOf(v))
+      // One write deletes the stale markers of every tenant visited.
+      const cleaned = yield* queue.cleanupMarkersOf(visits.map((v) => ({ ord: v.ord, markers: markersOf(v) })), now)
+      for (let i = 0; i < visits.length; i++) {
+        const v = visits[i]!
+        const r = cleaned[i]!
         const last = v.rows[v.rows.length - 1]
         // Drained (or nothing due from the cursor): forget the floor. Otherwise the floor is the last
         // claimed `at`, lowered to the tenant's first due row when a late commit landed below it.

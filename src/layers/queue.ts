@@ -11,6 +11,7 @@ import * as Counters from "../domain/counters.js"
 import * as Deliveries from "../domain/deliveries.js"
 import { decodeEnvelope } from "../domain/envelope.js"
 import * as K from "../domain/keys.js"
+import type { Op } from "../domain/ops.js"
 import { familyRows } from "./store-family.js"
 import { type Entry, type Range, Store, type StoreCorrupt, type StoreError, type StoreShape } from "./store.js"
 
@@ -119,6 +120,16 @@ export interface QueueShape {
     scannedMarkers: ReadonlyArray<number>,
     options?: { readonly between?: (point: CleanupPoint) => Effect.Effect<void, StoreError> }
   ) => Effect.Effect<CleanupResult, StoreError>
+  /**
+   * `cleanupMarkers` for several tenants at once (the tick's visits): each tenant's steps in
+   * TEN-1 §5's order, every tenant's deletes in one write and its put-backs in one synced write.
+   * `between` runs once per point, for all tenants. Results in `tenants` order.
+   */
+  readonly cleanupMarkersOf: (
+    tenants: ReadonlyArray<{ readonly ord: number; readonly markers: ReadonlyArray<number> }>,
+    now: number,
+    options?: { readonly between?: (point: CleanupPoint) => Effect.Effect<void, StoreError> }
+  ) => Effect.Effect<ReadonlyArray<CleanupResult>, StoreError>
   readonly oldestDueAge: (now: number) => Effect.Effect<number, StoreError>
   readonly counters: (ord: number) => Effect.Effect<Counters.TenantCounters, StoreError>
   readonly pendingForTenant: (
@@ -246,39 +257,60 @@ export const make = (store: StoreShape): QueueShape => {
   const firstDue = (ord: number) =>
     store.first("index", Deliveries.tenantDueRange(ord)).pipe(Effect.map((e) => (e === undefined ? undefined : decodeDue(e))))
 
-  // TEN-1 §5: "delete, then verify". Writers only put markers; this is the only deleter.
-  const cleanupMarkers: QueueShape["cleanupMarkers"] = (ord, now, scannedMarkers, options) =>
+  // TEN-1 §5: "delete, then verify". Writers only put markers; this is the only deleter. Each
+  // tenant's steps run in §5's order; tenants are independent, so step 1 runs for all of them,
+  // then one write deletes every tenant's markers, then step 3 runs for all.
+  const cleanupMarkersOf: QueueShape["cleanupMarkersOf"] = (tenants, now, options) =>
     Effect.gen(function* () {
       const between = options?.between ?? (() => Effect.void)
       const nowBucket = K.bucketOf(now)
       // Step 1.
-      const first = yield* firstDue(ord)
+      const firsts: Array<DueEntry | undefined> = []
+      for (const t of tenants) firsts.push(yield* firstDue(t.ord))
       yield* between("first")
       // Step 2. TEN-1 §5: a marker of the current second is never deleted.
-      const cut = Math.min(first === undefined ? Infinity : K.bucketOf(first.ref.at), nowBucket)
-      const deleted = [...new Set(scannedMarkers)].filter((b) => b < cut).sort((a, b) => a - b)
-      if (deleted.length > 0) yield* store.write(deleted.map((b) => Deliveries.markerDel(b, ord)), { sync: false })
+      const deletes: Array<Op> = []
+      const deleted = tenants.map((t, i) => {
+        const first = firsts[i]
+        const cut = Math.min(first === undefined ? Infinity : K.bucketOf(first.ref.at), nowBucket)
+        const out = [...new Set(t.markers)].filter((b) => b < cut).sort((a, b) => a - b)
+        for (const b of out) deletes.push(Deliveries.markerDel(b, t.ord))
+        return out
+      })
+      if (deletes.length > 0) yield* store.write(deletes, { sync: false })
       yield* between("delete")
-      if (deleted.length === 0) return { first, deleted, restored: [] }
       // Step 3.
-      const again = yield* firstDue(ord)
-      const restored: Array<number> = []
-      if (again !== undefined) {
-        const firstBucket = K.bucketOf(again.ref.at)
-        if (deleted.includes(firstBucket)) restored.push(firstBucket)
-        // Beyond §5's letter: rows that landed between steps 1 and 2 in several deleted buckets
-        // (two writers, or a revival into the past) all need their marker back, not only the
-        // earliest. Only then is first' below a deleted bucket, so the common path costs nothing.
-        for (const b of deleted) {
-          if (b <= firstBucket) continue
-          const row = yield* store.first("index", Deliveries.dueRange(ord, b * 1000, b * 1000 + 999))
-          if (row !== undefined) restored.push(b)
+      const puts: Array<Op> = []
+      const results: Array<CleanupResult> = []
+      for (let i = 0; i < tenants.length; i++) {
+        const ord = tenants[i]!.ord
+        const gone = deleted[i]!
+        const restored: Array<number> = []
+        if (gone.length > 0) {
+          const again = yield* firstDue(ord)
+          if (again !== undefined) {
+            const firstBucket = K.bucketOf(again.ref.at)
+            if (gone.includes(firstBucket)) restored.push(firstBucket)
+            // Beyond §5's letter: rows that landed between steps 1 and 2 in several deleted buckets
+            // (two writers, or a revival into the past) all need their marker back, not only the
+            // earliest. Only then is first' below a deleted bucket, so the common path costs nothing.
+            for (const b of gone) {
+              if (b <= firstBucket) continue
+              const row = yield* store.first("index", Deliveries.dueRange(ord, b * 1000, b * 1000 + 999))
+              if (row !== undefined) restored.push(b)
+            }
+          }
+          for (const b of restored) puts.push(Deliveries.markerPut(b, ord))
         }
+        results.push({ first: firsts[i], deleted: gone, restored })
       }
       // Synced: an unsynced put-back could be lost in a torn WAL tail that kept the delete before it.
-      if (restored.length > 0) yield* store.write(restored.map((b) => Deliveries.markerPut(b, ord)), { sync: true })
-      return { first, deleted, restored }
+      if (puts.length > 0) yield* store.write(puts, { sync: true })
+      return results
     })
+
+  const cleanupMarkers: QueueShape["cleanupMarkers"] = (ord, now, scannedMarkers, options) =>
+    Effect.map(cleanupMarkersOf([{ ord, markers: scannedMarkers }], now, options), (r) => r[0]!)
 
   // TEN-1 §5: from the first marker, verified against its tenant's firstDue; O(1).
   const oldestDueAge = (now: number) =>
@@ -464,6 +496,7 @@ export const make = (store: StoreShape): QueueShape => {
     dueForTenant,
     firstDue,
     cleanupMarkers,
+    cleanupMarkersOf,
     oldestDueAge,
     counters,
     pendingForTenant: (ord) =>
