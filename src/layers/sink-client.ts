@@ -3,12 +3,12 @@
  * of the hook's original body with its content type, the sink's headers and,
  * when the sink has a secret, Standard Webhooks signature headers; bounded by
  * the sink's timeout. On `node:http(s)` with one keep-alive Agent per sink
- * (`transport`), one callback chain per call: the platform `HttpClient` cost
- * about ten times the CPU per call (docs/testing.md "Targets missed").
+ * (`transport`), one callback chain per call (`start`) and no effect: the
+ * platform `HttpClient` cost about ten times the CPU per call (docs/testing.md
+ * "Targets missed").
  */
 import * as http from "node:http"
 import * as https from "node:https"
-import { Effect } from "effect"
 import type { Envelope } from "../domain/envelope.js"
 import type { RetrySchedule } from "../domain/retry-schedule.js"
 import * as Signature from "../domain/signature.js"
@@ -176,18 +176,3 @@ export const start = (
     req.destroy()
   }
 }
-
-/** `start` as an effect: POST the hook to the sink. Never fails: every failure is an `Attempt` with status 0 or the sink's status. */
-export const call = (
-  t: Transport,
-  sink: SinkOptions,
-  key: Uint8Array | undefined,
-  env: Envelope
-): Effect.Effect<Attempt> =>
-  Effect.clockWith((clock) =>
-    Effect.async<Attempt>((resume) => {
-      const cut = start(t, sink, key, env, () => clock.unsafeCurrentTimeMillis(), (a) => resume(Effect.succeed(a)))
-      // Interrupted: cut the call.
-      return Effect.sync(cut)
-    })
-  )
