@@ -44,12 +44,22 @@ export interface ServeOptions {
   readonly onLine?: (line: string) => void
 }
 
+/**
+ * Node flags for every `serve` a bench starts, from `ANKUSA_BENCH_SERVE_ARGS` (space-separated),
+ * e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile the server under a bench's load
+ * (the profile is written when the server exits on the bench's SIGTERM).
+ */
+/** How long `kill` waits for a server started with `ANKUSA_BENCH_SERVE_ARGS` to stop before SIGKILL. */
+const PROFILED_STOP_MS = 30_000
+
+const extraNodeArgs = (): ReadonlyArray<string> => (process.env.ANKUSA_BENCH_SERVE_ARGS ?? "").split(" ").filter((a) => a.length > 0)
+
 export const startServe = (o: ServeOptions): Promise<ServeChild> => {
   const configFile = o.configFile ?? join(o.dataDir, "serve-config.json")
   writeFileSync(configFile, JSON.stringify(o.config, null, 2))
   const child = spawn(
     process.execPath,
-    [...(o.nodeArgs ?? []), "--import", "tsx", "src/programs/main.ts", "serve", "--data-dir", o.dataDir, "--port", String(o.port ?? 0)],
+    [...extraNodeArgs(), ...(o.nodeArgs ?? []), "--import", "tsx", "src/programs/main.ts", "serve", "--data-dir", o.dataDir, "--port", String(o.port ?? 0)],
     {
       cwd: ROOT,
       env: { ...process.env, ANKUSA_CONFIG: configFile, ANKUSA_HTTP_PORT: "", ...o.env },
@@ -90,6 +100,11 @@ export const startServe = (o: ServeOptions): Promise<ServeChild> => {
           stderr: () => stderr,
           exited,
           kill: async () => {
+            // With extra flags (a profiler) the server is stopped first, so that it writes what they collect.
+            if (extraNodeArgs().length > 0 && child.exitCode === null && child.signalCode === null) {
+              child.kill("SIGTERM")
+              await Promise.race([waitExit(), new Promise((r) => setTimeout(r, PROFILED_STOP_MS))])
+            }
             if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
             await waitExit()
           },
