@@ -15,7 +15,8 @@
  * client of that sink on this machine; the drain's deliveries/s is printed
  * as a ratio to the faster of the two (the load of a shared machine moves
  * between them), and the CPU of this process a delivery beside the bare
- * loop's a call.
+ * loop's a call, all threads and the main thread's alone (the event loop,
+ * which bounds a drain).
  *
  * Two runs on fresh stores: the shipped defaults (`pipeline.*` defaults, sink
  * concurrency 16), which decide PASS, and a tuned run (shorter tick, more
@@ -38,7 +39,7 @@ import { Store } from "../src/layers/store.js"
 import { memoryOf, tempDir } from "./lib/proc.js"
 import { builder, dueHooks } from "./lib/queued-store.js"
 import { arg, finish, fmt, int, log, machine, main, mib, quick, table } from "./lib/report.js"
-import { bareClientLoop, type BareResult } from "./lib/bare-client.js"
+import { bareClientLoop, type BareResult, mainThreadCpuUs } from "./lib/bare-client.js"
 import { startTarget, type Target } from "./lib/target-server.js"
 
 const HOOKS = arg("hooks", quick ? 10_000 : 50_000)
@@ -89,6 +90,7 @@ const run = (s: Settings, sink: Target) =>
       log(`delivery-bench ${s.name}: ${int(HOOKS)} hooks queued; draining`)
       const started = performance.now()
       const cpu0 = process.cpuUsage()
+      const main0 = mainThreadCpuUs()
       const drained = yield* Effect.scoped(
         Effect.gen(function* () {
           yield* Layer.build(
@@ -113,6 +115,7 @@ const run = (s: Settings, sink: Target) =>
       )
       const seconds = (performance.now() - started) / 1000
       const cpu = process.cpuUsage(cpu0)
+      const main1 = mainThreadCpuUs()
       const after = yield* Effect.promise(() => sink.stats())
       const left = drained.counters.pending + drained.counters.scheduled + drained.counters.inflight
       return {
@@ -121,6 +124,8 @@ const run = (s: Settings, sink: Target) =>
         rate: (HOOKS - left - drained.counters.dead) / seconds,
         // This process's CPU (all threads: the event loop, the commit worker, RocksDB's) a delivery.
         cpuUsPerDelivery: (cpu.user + cpu.system) / Math.max(1, HOOKS - left - drained.counters.dead),
+        // The main thread's alone (the event loop: the tick, the sink calls, the committer's posts).
+        mainCpuUsPerDelivery: main0 === undefined || main1 === undefined ? undefined : (main1 - main0) / Math.max(1, HOOKS - left - drained.counters.dead),
         drained: drained.ok,
         dead: drained.counters.dead,
         left,
@@ -162,7 +167,7 @@ main("delivery-bench", async () => {
     }
   }
   table(
-    ["run", "tickMs", "maxInflight", "sink concurrency", "deliveries/s", "bare calls/s (before, after)", "ratio", "CPU µs a delivery (bare a call)", "seconds", "sink requests", "sink max concurrent", "sink connections (max open)", "dead", "left"],
+    ["run", "tickMs", "maxInflight", "sink concurrency", "deliveries/s", "bare calls/s (before, after)", "ratio", "CPU µs a delivery (bare a call)", "main thread µs (bare)", "seconds", "sink requests", "sink max concurrent", "sink connections (max open)", "dead", "left"],
     results.map((r) => [
       r.settings.name,
       int(r.settings.tickMs),
@@ -172,6 +177,7 @@ main("delivery-bench", async () => {
       `${int(r.bareRates[0])}, ${int(r.bareRates[1])}${r.bare.failed > 0 ? ` (${int(r.bare.failed)} failed)` : ""}`,
       fmt(r.rate / r.bare.rate, 2),
       `${fmt(r.cpuUsPerDelivery, 0)} (${fmt(r.bare.cpuUsPerCall, 0)})`,
+      r.mainCpuUsPerDelivery === undefined || r.bare.mainCpuUsPerCall === undefined ? "-" : `${fmt(r.mainCpuUsPerDelivery, 0)} (${fmt(r.bare.mainCpuUsPerCall, 0)})`,
       fmt(r.seconds, 1),
       int(r.sinkRequests),
       int(r.sinkMaxConcurrent),
@@ -181,7 +187,7 @@ main("delivery-bench", async () => {
     ])
   )
   console.log(
-    `ratio: deliveries/s over the faster bare loop; CPU: this process's, all threads. bench process peak RSS ${mib(memoryOf("self").peak)}`
+    `ratio: deliveries/s over the faster bare loop; CPU: this process's, all threads; main thread: the event loop's alone (/proc). bench process peak RSS ${mib(memoryOf("self").peak)}`
   )
   const d = results[0]!
   const t = results[1]!
@@ -196,7 +202,8 @@ main("delivery-bench", async () => {
     "delivery-bench",
     clean && d.rate >= TARGET_RATE,
     `${int(d.rate)} deliveries/s with the defaults (target ${int(TARGET_RATE)}; share ${SCALED_SHARE} x bare ${int(d.bare.rate)} calls/s = ${int(scaled)}; ` +
-      `ratio ${fmt(d.rate / d.bare.rate, 2)}; ${rule}), CPU ${fmt(d.cpuUsPerDelivery, 0)} µs a delivery (bare ${fmt(d.bare.cpuUsPerCall, 0)} a call), ` +
+      `ratio ${fmt(d.rate / d.bare.rate, 2)}; ${rule}), CPU ${fmt(d.cpuUsPerDelivery, 0)} µs a delivery (bare ${fmt(d.bare.cpuUsPerCall, 0)} a call)` +
+      `${d.mainCpuUsPerDelivery === undefined || d.bare.mainCpuUsPerCall === undefined ? "" : `, main thread ${fmt(d.mainCpuUsPerDelivery, 0)} (bare ${fmt(d.bare.mainCpuUsPerCall, 0)})`}, ` +
       `sink max concurrency ${d.sinkMaxConcurrent}; ` +
       `tuned (tickMs ${t.settings.tickMs}, maxInflight ${t.settings.maxInflight}, concurrency ${t.settings.concurrency}) ${int(t.rate)}/s, ` +
       `bare ${int(t.bare.rate)} calls/s, ratio ${fmt(t.rate / t.bare.rate, 2)}, ` +
