@@ -38,7 +38,7 @@ import { DEFAULT_COMMIT_THREAD } from "../src/layers/store-rocksdb.js"
 import { encodeBatch } from "../src/layers/store-rocksdb-wire.mjs"
 import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
 import { type LoadResult, rawPost, runLoad } from "./lib/load.js"
-import { memoryOf, tempDir } from "./lib/proc.js"
+import { cpuOf, memoryOf, tempDir } from "./lib/proc.js"
 import { arg, finish, fmt, int, log, machine, main, mib, percentile, quick, table } from "./lib/report.js"
 import { metricValue, startServe } from "./lib/serve-child.js"
 import { startTarget } from "./lib/target-server.js"
@@ -170,6 +170,23 @@ interface ServerRun {
   readonly loopP99: number
   readonly peakRss: number
   readonly accepted?: number
+  /** The server's CPU (ms) over the whole load, warm-up included: every thread, and the main thread. */
+  readonly cpu: { readonly all: number; readonly main: number }
+  /** Writer commits over the whole load: count, requests answered, seconds committing. */
+  readonly writer?: { readonly commits: number; readonly requests: number; readonly seconds: number }
+}
+
+const writerTotals = (text: string) => ({
+  commits: metricValue(text, "ankusa_writer_batch_requests_count") ?? 0,
+  requests: metricValue(text, "ankusa_writer_batch_requests_sum") ?? 0,
+  seconds: metricValue(text, "ankusa_writer_commit_seconds_sum") ?? 0
+})
+
+const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, { readonly all: number; readonly main: number }]> => {
+  const before = cpuOf(pid)
+  const a = await f()
+  const after = cpuOf(pid)
+  return [a, { all: after.all - before.all, main: after.main - before.main }]
 }
 
 const underLoad = async (origin: string, path: string) =>
@@ -193,12 +210,15 @@ const ankusa = async (): Promise<ServerRun> => {
       log(`ankusa serve pid ${server.pid} at ${server.url}; load ${WARMUP_SECONDS} s warm-up + ${SECONDS} s`)
       const loop = watchLoopDelay(server.url)
       const start = performance.now() + WARMUP_SECONDS * 1000
-      const load = await underLoad(server.url, "/v1/hooks/bench")
+      const w0 = writerTotals(await fetch(`${server.url}/metrics`).then((r) => r.text()))
+      const [load, cpu] = await cpuDuring(server.pid, () => underLoad(server.url, "/v1/hooks/bench"))
       const loopP99 = loop.worst(start, performance.now())
       const peakRss = memoryOf(server.pid).peak
       const metrics = await fetch(`${server.url}/metrics`).then((r) => r.text())
       const accepted = metricValue(metrics, 'ankusa_ingest_requests_total{outcome="accepted"}')
-      return { load, loopP99, peakRss, ...(accepted === undefined ? {} : { accepted }) }
+      const w1 = writerTotals(metrics)
+      const writer = { commits: w1.commits - w0.commits, requests: w1.requests - w0.requests, seconds: w1.seconds - w0.seconds }
+      return { load, loopP99, peakRss, cpu, writer, ...(accepted === undefined ? {} : { accepted }) }
     } finally {
       await server.kill()
     }
@@ -212,8 +232,8 @@ const bare = async (): Promise<ServerRun> => {
   const server = await startTarget({ status: 202 })
   try {
     log(`bare node:http pid ${server.pid} at ${server.url}`)
-    const load = await underLoad(server.url, "/v1/hooks/bench")
-    return { load, loopP99: NaN, peakRss: memoryOf(server.pid).peak }
+    const [load, cpu] = await cpuDuring(server.pid, () => underLoad(server.url, "/v1/hooks/bench"))
+    return { load, loopP99: NaN, peakRss: memoryOf(server.pid).peak, cpu }
   } finally {
     await server.close()
   }
@@ -248,6 +268,8 @@ main("ingest-bench", async () => {
   const a = await ankusa()
   const b = await bare()
   console.log(`\nHTTP: ${CONNECTIONS} keep-alive connections, ${BODY_BYTES} B bodies, ${TENANTS} tenants, ${WARMUP_SECONDS} s warm-up + ${SECONDS} s measured`)
+  // CPU over the whole load (warm-up included) per request, the warm-up taken at the measured rate.
+  const perReq = (r: ServerRun, ms: number) => (ms * 1000) / Math.max(1, r.load.rate * (SECONDS + WARMUP_SECONDS))
   const row = (name: string, r: ServerRun) => [
     name,
     int(r.load.rate),
@@ -256,14 +278,23 @@ main("ingest-bench", async () => {
     fmt(r.load.maxMs, 1),
     Number.isNaN(r.loopP99) ? "-" : fmt(r.loopP99, 2),
     mib(r.peakRss),
+    `${int(perReq(r, r.cpu.all))} µs`,
+    `${int(perReq(r, r.cpu.main))} µs`,
     Object.entries(r.load.statuses)
       .map(([s, n]) => `${s}:${int(n)}`)
       .join(" ") + (r.load.errors > 0 ? ` errors:${r.load.errors}` : "")
   ]
   table(
-    ["server", "req/s", "p50 ms", "p99 ms", "max ms", "loop p99 ms", "peak RSS", "answers"],
+    ["server", "req/s", "p50 ms", "p99 ms", "max ms", "loop p99 ms", "peak RSS", "CPU/req: all", "main thread", "answers"],
     [row("ankusa serve (synced, 2 sinks)", a), row("bare node:http 202", b)]
   )
+  if (a.writer !== undefined && a.writer.commits > 0) {
+    const w = a.writer
+    console.log(
+      `Writer over the whole load: ${int(w.commits)} commits, ${fmt(w.requests / w.commits, 1)} requests a commit, ` +
+        `${fmt((w.seconds * 1000) / w.commits, 2)} ms a commit (the fsync included), committing ${fmt((100 * w.seconds) / (SECONDS + WARMUP_SECONDS), 0)}% of the time.`
+    )
+  }
   const ratio = a.load.rate / b.load.rate
   const share = TARGET_RATE / ISSUE_BARE_RATE
   console.log(

@@ -24,3 +24,18 @@ export const tempDir = (prefix: string): { readonly path: string; readonly remov
   const path = mkdtempSync(join(tmpdir(), `ankusa-${prefix}-`))
   return { path, remove: () => rmSync(path, { recursive: true, force: true }) }
 }
+
+/** The unit of /proc's CPU times (clock ticks per second; 100 on Linux). */
+const USER_HZ = 100
+
+const statCpuMs = (path: string): number => {
+  const stat = readFileSync(path, "utf8")
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return ((Number(f[11]) + Number(f[12])) * 1000) / USER_HZ
+}
+
+/** CPU time (user + system, ms) of a process so far: every thread, and its main thread alone (Linux /proc). */
+export const cpuOf = (pid: number): { readonly all: number; readonly main: number } => ({
+  all: statCpuMs(`/proc/${pid}/stat`),
+  main: statCpuMs(`/proc/${pid}/task/${pid}/stat`)
+})
