@@ -2,7 +2,7 @@
  * Metrics of the dispatch pipeline and the gauge tick (TEN-1 §4–§5; product.md
  * "Operations"). Effect metrics, exported by the edge's Prometheus endpoint.
  */
-import { Metric, MetricBoundaries } from "effect"
+import { Metric, MetricBoundaries, MetricLabel } from "effect"
 
 export const activeTenants = Metric.gauge("ankusa_dispatch_active_tenants", {
   description: "Distinct tenants the last dispatch tick visited"
@@ -26,6 +26,23 @@ export const latency = Metric.histogram(
 )
 
 export const latencyOf = (sink: string) => Metric.tagged(latency, "sink", sink)
+
+/**
+ * Record one call's duration (seconds) in `latencyOf(sink)`, for the per-delivery path. A tagged
+ * metric builds a new label array on every update, which misses Effect's per-array hook cache and
+ * looks the series up in the metric registry (hashing its key) each time; this passes one array
+ * built here, so the lookup happens once. Ignores fiber metric labels (the pipeline sets none).
+ */
+export const latencyRecorder = (sink: string): ((seconds: number) => void) => {
+  const labels = [MetricLabel.make("sink", sink)]
+  return (seconds) => latency.unsafeUpdate(seconds, labels)
+}
+
+/** Add `n` to `outcome(sink, o)` the same way: one label array per recorder. */
+export const outcomeRecorder = (sink: string, o: Outcome): ((n: number) => void) => {
+  const labels = [MetricLabel.make("sink", sink), MetricLabel.make("outcome", o)]
+  return (n) => outcomes.unsafeUpdate(n, labels)
+}
 
 // ---------------------------------------------------------------------------
 // The gauge tick (src/layers/gauges.ts)

@@ -147,7 +147,7 @@ interface Sink {
   readonly waiting: Array<Job>
   /** What cuts each call in flight (`concurrency` at most). */
   readonly calls: Set<() => void>
-  readonly latency: ReturnType<typeof M.latencyOf>
+  readonly latency: (seconds: number) => void
 }
 
 const refOf = (d: DueEntry): K.InflightRef => ({ ord: d.ref.ord, seq: d.ref.seq, sink: d.ref.sink })
@@ -170,7 +170,7 @@ export const make = (input: Input) =>
         transport: SinkClient.transport(s),
         waiting: [],
         calls: new Set(),
-        latency: M.latencyOf(s.name)
+        latency: M.latencyRecorder(s.name)
       })
     }
     const clock = yield* Effect.clock
@@ -180,14 +180,14 @@ export const make = (input: Input) =>
       for (const sink of sinks.values()) SinkClient.close(sink.transport)
     }))
 
-    // Tagged outcome counters, built once per (sink, outcome) instead of per row. Bounded: only the
-    // configured sinks (and "unknown") are cached, times four outcomes; other names are built per use.
-    const outcomeMetrics = new Map<string, ReturnType<typeof M.outcome>>()
+    // Outcome counter updaters, built once per (sink, outcome) instead of per batch. Bounded: only
+    // the configured sinks (and "unknown") are cached, times four outcomes; other names are built per use.
+    const outcomeMetrics = new Map<string, (n: number) => void>()
     const outcomeMetric = (sink: string, outcome: M.Outcome) => {
-      if (!sinks.has(sink) && sink !== "unknown") return M.outcome(sink, outcome)
+      if (!sinks.has(sink) && sink !== "unknown") return M.outcomeRecorder(sink, outcome)
       const k = `${outcome}\u0000${sink}`
       let m = outcomeMetrics.get(k)
-      if (m === undefined) outcomeMetrics.set(k, m = M.outcome(sink, outcome))
+      if (m === undefined) outcomeMetrics.set(k, m = M.outcomeRecorder(sink, outcome))
       return m
     }
 
@@ -227,7 +227,8 @@ export const make = (input: Input) =>
                 if (g === undefined) counts.set(k, { sink: i.sink, outcome: i.outcome, n: 1 })
                 else g.n += 1
               }
-              return Effect.forEach(counts.values(), (g) => Metric.incrementBy(outcomeMetric(g.sink, g.outcome), g.n), { discard: true })
+              for (const g of counts.values()) outcomeMetric(g.sink, g.outcome)(g.n)
+              return Effect.void
             })
         }),
         Effect.ensuring(Effect.suspend(() => {
@@ -343,8 +344,7 @@ export const make = (input: Input) =>
 
     const outcomeOf = (sink: Sink, job: Job, a: SinkClient.Attempt): void => {
       try {
-        // No fiber here sets metric labels, so the update needs none from the fiber.
-        sink.latency.unsafeUpdate(a.durationMs / 1000, [])
+        sink.latency(a.durationMs / 1000)
         if (a.status >= 200 && a.status < 300) {
           settleNow({ transition: Deliveries.delivered(job.claimed.ref, job.claimed.entry.value.size), sink: job.name, outcome: "delivered" })
           finish()
