@@ -6,7 +6,9 @@ import * as K from "../src/domain/keys.js"
 import * as M from "../src/layers/delivery-metrics.js"
 import * as Gauges from "../src/layers/gauges.js"
 import * as Queue from "../src/layers/queue.js"
+import { scrape } from "../src/layers/prometheus.js"
 import { Store, type StoreShape } from "../src/layers/store.js"
+import * as TopTenants from "../src/layers/top-tenants-metric.js"
 import { makeIngest, memoryWorld, rocksWorld, type World } from "./pipeline-world.js"
 
 /**
@@ -138,18 +140,22 @@ describe("gauges", () => {
       const r = yield* gauges.tick
       const want = Array.from({ length: 100 }, (_, i) => ({ tenant: `p${150 - i}`, pending: 150 - i }))
       expect(r.top.map((t) => ({ tenant: t.tenant, pending: t.pending }))).toEqual(want)
-      for (const t of want) expect(yield* gauge(M.tenantPendingOf(t.tenant))).toBe(t.pending)
+      expect(TopTenants.current()).toEqual(want)
+      const text = yield* scrape
+      for (const t of want) expect(text).toContain(`ankusa_tenant_pending{tenant="${t.tenant}"} ${t.pending}\n`)
       // s1's retry is due now (scheduled, not pending); d1 is dead: neither ranks.
       expect(r.top.some((t) => t.tenant === "s1" || t.tenant === "d1")).toBe(false)
 
-      // A tenant that leaves the top reads 0; the next one in line enters.
+      // A tenant that leaves the top leaves /metrics; the next one in line enters. At most 100 series.
       const purged = yield* w.queue.purgeTenant(ordOf("p150"), ["pending"])
       expect(purged.pending).toBe(150)
       const r2 = yield* gauges.tick
       expect(r2.top[0]!.tenant).toBe("p149")
       expect(r2.top[r2.top.length - 1]!.tenant).toBe("p50")
-      expect(yield* gauge(M.tenantPendingOf("p150"))).toBe(0)
-      expect(yield* gauge(M.tenantPendingOf("p50"))).toBe(50)
+      const text2 = yield* scrape
+      expect(text2).not.toContain(`tenant="p150"`)
+      expect(text2).toContain(`ankusa_tenant_pending{tenant="p50"} 50\n`)
+      expect(text2.split("\n").filter((l) => l.startsWith("ankusa_tenant_pending{"))).toHaveLength(Gauges.TOP_TENANTS)
     })
   )
 

@@ -63,9 +63,4 @@ export const oldestDueAge = Metric.gauge("ankusa_queue_oldest_due_age_seconds", 
 
 export const tenants = Metric.gauge("ankusa_tenants", { description: "Tenant ordinals ever allocated (m:next_ord - 1)" })
 
-/** tenant label; the top 100 by pending among the first 10,000 active tenants, 0 once out of the top. */
-export const tenantPending = Metric.gauge("ankusa_tenant_pending", {
-  description: "Pending rows of the top tenants by pending (among the first 10,000 active)"
-})
-
-export const tenantPendingOf = (tenant: string) => Metric.tagged(tenantPending, "tenant", tenant)
+// `ankusa_tenant_pending{tenant}` is not an Effect metric: see src/layers/top-tenants-metric.ts.

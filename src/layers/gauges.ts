@@ -12,6 +12,7 @@ import { countOf } from "../domain/tenants.js"
 import * as M from "./delivery-metrics.js"
 import { Queue } from "./queue.js"
 import { Store, type StoreError } from "./store.js"
+import * as TopTenants from "./top-tenants-metric.js"
 
 export interface GaugesOptions {
   /** Gauge tick period (ms). */
@@ -42,8 +43,6 @@ export class Gauges extends Context.Tag("ankusa/Gauges")<Gauges, GaugesShape>() 
 export const make = Effect.gen(function* () {
   const store = yield* Store
   const queue = yield* Queue
-  // Labels set last time: a tenant that leaves the top is set to 0 (Effect metrics cannot be removed).
-  let shown = new Set<string>()
 
   const topTenants = (now: number) =>
     Effect.gen(function* () {
@@ -75,13 +74,7 @@ export const make = Effect.gen(function* () {
     for (const f of Counters.FieldNames) yield* Metric.set(M.queue[f], counters[f])
     yield* Metric.set(M.oldestDueAge, oldestDueAgeMs / 1000)
     yield* Metric.set(M.tenants, tenants)
-    const next = new Set<string>()
-    for (const t of top) {
-      next.add(t.tenant)
-      yield* Metric.set(M.tenantPendingOf(t.tenant), t.pending)
-    }
-    for (const t of shown) if (!next.has(t)) yield* Metric.set(M.tenantPendingOf(t), 0)
-    shown = next
+    yield* TopTenants.set(top)
     return { counters, oldestDueAgeMs, tenants, top } satisfies Reading
   })
 

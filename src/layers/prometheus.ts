@@ -7,6 +7,7 @@
  */
 import { Effect, Metric, MetricState, Option } from "effect"
 import type { MetricPair } from "effect"
+import * as TopTenants from "./top-tenants-metric.js"
 
 export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -40,8 +41,15 @@ interface Family {
   lines: Array<string>
 }
 
-/** Renders a metrics snapshot; series of one name are grouped under one HELP/TYPE header. */
-export const render = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>): string => {
+/** Gauge series kept outside Effect's registry (whose series can never be removed), rendered with the snapshot. */
+export interface GaugeFamily {
+  readonly name: string
+  readonly help: string
+  readonly series: ReadonlyArray<{ readonly labels: Labels; readonly value: number }>
+}
+
+/** Renders a metrics snapshot and extra gauge families; series of one name are grouped under one HELP/TYPE header. */
+export const render = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>, gauges: ReadonlyArray<GaugeFamily> = []): string => {
   const families = new Map<string, Family>()
   const family = (name: string, type: Family["type"], help: Option.Option<string>): Family => {
     let f = families.get(name)
@@ -85,6 +93,12 @@ export const render = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>): str
       }
     }
   }
+  for (const g of gauges) {
+    if (g.series.length === 0) continue
+    const name = metricName(g.name)
+    const f = family(name, "gauge", Option.some(g.help))
+    for (const series of g.series) f.lines.push(`${name}${labelText(series.labels)} ${formatValue(series.value)}`)
+  }
   const out: Array<string> = []
   for (const [name, f] of [...families.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     if (f.help !== undefined) out.push(`# HELP ${name} ${escapeHelp(f.help)}`)
@@ -94,5 +108,12 @@ export const render = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>): str
   return out.length === 0 ? "" : out.join("\n") + "\n"
 }
 
+/** The top tenants by pending (src/layers/top-tenants-metric.ts), as a gauge family. */
+const topTenants = (): GaugeFamily => ({
+  name: TopTenants.NAME,
+  help: TopTenants.HELP,
+  series: TopTenants.current().map((t) => ({ labels: [["tenant", t.tenant]] as const, value: t.pending }))
+})
+
 /** The text of `GET /metrics`. */
-export const scrape: Effect.Effect<string> = Effect.map(Metric.snapshot, render)
+export const scrape: Effect.Effect<string> = Effect.map(Metric.snapshot, (pairs) => render(pairs, [topTenants()]))
