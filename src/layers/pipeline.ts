@@ -332,12 +332,19 @@ export const make = (input: Input) =>
     /** One sink call; its outcome settles from the call's callback (a 2xx without any effect). */
     const call = (sink: Sink, job: Job): void => {
       let ended = false
-      const stop = SinkClient.start(sink.transport, sink.options, sink.key, job.env, now, (a) => {
-        ended = true
-        sink.calls.delete(stop)
-        outcomeOf(sink, job, a)
-        pump(sink)
-      })
+      let stop: () => void
+      try {
+        stop = SinkClient.start(sink.transport, sink.options, sink.key, job.env, now, (a) => {
+          ended = true
+          sink.calls.delete(stop)
+          outcomeOf(sink, job, a)
+          pump(sink)
+        })
+      } catch (e) {
+        // A defect, as in a fiber: it must not escape into the tick or a socket's event handler.
+        runWorker(guarded(job.claimed, Effect.die(e)))
+        return
+      }
       // `start` never calls back synchronously; the check keeps a slot from leaking if it ever did.
       if (!ended) sink.calls.add(stop)
     }
