@@ -200,6 +200,20 @@ export const storeConformance = <L>(h: StoreHarness<L>) => {
           expect(Chunk.size(yield* Stream.runCollect(store.stream("deliveries", range(b(0x62)))))).toBe(0)
         }))
 
+      it.effect("health says a store that has taken writes is not stalled and has had no background errors", () =>
+        Effect.gen(function* () {
+          const store = yield* Store
+          yield* store.write([put("hooks", b(0x7e, 1), Buffer.alloc(4096))], { sync: true })
+          const h = yield* store.health
+          expect(h.writeStopped).toBe(false)
+          expect(h.delayedWriteRate).toBe(0)
+          expect(h.backgroundErrors).toBe(0)
+          for (const n of [h.runningCompactions, h.runningFlushes, h.disk.sst, h.disk.wal, h.disk.other, h.disk.files]) {
+            expect(Number.isSafeInteger(n) && n >= 0, String(n)).toBe(true)
+          }
+          expect(h.disk.truncated).toBe(false)
+        }))
+
       it.effect("reads are counted by family: point reads and scans", () =>
         Effect.gen(function* () {
           const store = yield* Store

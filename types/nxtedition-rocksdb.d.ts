@@ -105,6 +105,11 @@ declare module "@nxtedition/rocksdb" {
     iterator(options: IteratorOptions): Iterator
     /** Range delete outside any batch. */
     clear(options: RangeOptions): Promise<void>
+    /**
+     * Synchronous `DB::GetProperty` on the DEFAULT column family (binding.cc `db_get_property`):
+     * per-family properties describe that family only; DB-wide ones (e.g. "rocksdb.is-write-stopped")
+     * the whole DB. The value as text; "" for an unknown property. Throws unless open.
+     */
     getProperty(property: string): string
     /** abstract-level: forget a batch or iterator closed with `_closeSync` (which does not, and would leak). */
     detachResource(resource: ChainedBatch | Iterator): void

@@ -8,7 +8,7 @@ import { Chunk, Effect, Layer, Option, Stream } from "effect"
 import { compare, familyOf } from "../domain/keys.js"
 import { type Batch, type ColumnFamily, ColumnFamilies, decodeInt64LE, encodeInt64LE } from "../domain/ops.js"
 import { CURRENT_FORMAT, initialize } from "./store-open.js"
-import { type Entry, type Range, Store, StoreError, type StoreFormatNewer, type StoreShape } from "./store.js"
+import { type Entry, type Range, Store, StoreError, type StoreFormatNewer, type StoreHealth, type StoreShape } from "./store.js"
 import { makeStats } from "./store-stats.js"
 
 interface Row {
@@ -111,6 +111,16 @@ export class MemoryDb {
   }
 }
 
+/** The memory store's health: writes never stall, no background work, no files. */
+export const memoryHealth: StoreHealth = {
+  writeStopped: false,
+  delayedWriteRate: 0,
+  backgroundErrors: 0,
+  runningCompactions: 0,
+  runningFlushes: 0,
+  disk: { sst: 0, wal: 0, other: 0, files: 0, truncated: false }
+}
+
 export interface MemoryOptions {
   readonly db?: MemoryDb
   /** The highest format this "build" supports (tests of the format fence use 2). */
@@ -185,6 +195,8 @@ export const makeMemoryStore = (opts: MemoryOptions = {}): Effect.Effect<StoreSh
         }),
       format: readFormat,
       stats: stats.snapshot,
+      // Nothing stalls and nothing is on disk: a healthy, empty store.
+      health: Effect.succeed(memoryHealth),
       resetStats: stats.reset
     }
     return store

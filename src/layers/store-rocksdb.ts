@@ -5,7 +5,7 @@
  * (its async get/getMany can throw uncaught). Same semantics as the memory
  * layer; both pass test/store-conformance.ts. Commits run where
  * `commitThread` says (store-rocksdb-commit.ts); open and the format fence
- * are in store-rocksdb-open.ts.
+ * are in store-rocksdb-open.ts, the health read in store-rocksdb-health.ts.
  */
 import type { ColumnHandle, RocksLevel } from "@nxtedition/rocksdb"
 import { Chunk, Effect, Layer, Option, Stream } from "effect"
@@ -13,6 +13,7 @@ import { asBuffer, compare, decodeU32, familyOf, Meta } from "../domain/keys.js"
 import { type Batch, type ColumnFamily, decodeInt64LE } from "../domain/ops.js"
 import { type Entry, type Range, Store, StoreError, type StoreOpenError, type StoreShape } from "./store.js"
 import { type CommitThread, mainCommitter, workerCommitter } from "./store-rocksdb-commit.js"
+import { readHealth } from "./store-rocksdb-health.js"
 import { closeDb, columnFamiliesOf, type OpenTuning, openDb } from "./store-rocksdb-open.js"
 import { encodeBatch } from "./store-rocksdb-wire.mjs"
 import { CURRENT_FORMAT, initialize } from "./store-open.js"
@@ -46,11 +47,12 @@ export const makeRocksDbStore = (dir: string, options: RocksDbOptions = {}) =>
       (options.commitThread ?? DEFAULT_COMMIT_THREAD) === "worker"
         ? yield* workerCommitter(db, { names, maxRangeDeleteKeys })
         : mainCommitter(db, handles, { names, maxRangeDeleteKeys })
-    return yield* makeStore(db, columns, committer.commit, supported)
+    return yield* makeStore(db, dir, columns, committer.commit, supported)
   })
 
 const makeStore = (
   db: RocksLevel,
+  dir: string,
   columns: ReadonlyMap<ColumnFamily, ColumnHandle>,
   commit: (buffer: ArrayBuffer, sync: boolean) => Effect.Effect<void, StoreError>,
   supported: number
@@ -190,6 +192,7 @@ const makeStore = (
         }),
       format: readFormat,
       stats: stats.snapshot,
+      health: readHealth(db, dir),
       resetStats: stats.reset
     }
     return store

@@ -38,6 +38,30 @@ export interface StoreStats {
   readonly pointReads: Readonly<Record<string, number>>
 }
 
+/** The store directory's files, bytes by kind (RocksDB: `*.sst`, `*.log` = the WAL, the rest). */
+export interface StoreDisk {
+  readonly sst: number
+  readonly wal: number
+  readonly other: number
+  /** Files counted: at most the listing's bound. */
+  readonly files: number
+  /** The listing stopped at its bound: the sizes are those of the first `files` files. */
+  readonly truncated: boolean
+}
+
+/** What the store says of its own health (docs/api.md "Store health"). */
+export interface StoreHealth {
+  /** Writes are stopped (a write stall: too many L0 files, memtables or pending compaction bytes). */
+  readonly writeStopped: boolean
+  /** Writes are being slowed to this many bytes a second; 0 when they are not. */
+  readonly delayedWriteRate: number
+  /** Background (flush or compaction) errors since open; past a hard one the store refuses writes. */
+  readonly backgroundErrors: number
+  readonly runningCompactions: number
+  readonly runningFlushes: number
+  readonly disk: StoreDisk
+}
+
 export class StoreError extends Data.TaggedError("StoreError")<{
   readonly op: string
   readonly message: string
@@ -94,6 +118,8 @@ export interface StoreShape {
   /** The store's format stamp as read at open (after migrations it is re-read). */
   readonly format: Effect.Effect<number, StoreError>
   readonly stats: Effect.Effect<StoreStats>
+  /** Write stalls, background work and the size on disk, read now. */
+  readonly health: Effect.Effect<StoreHealth, StoreError>
   readonly resetStats: Effect.Effect<void>
 }
 
