@@ -111,6 +111,13 @@ describe("serve", () => {
       }
       expect(metrics).toMatch(delivered)
       expect(metrics).toMatch(/ankusa_ingest_requests_total\{outcome="accepted"\} 1\n/)
+      // The store's health and the process's memory, read once at boot and on their schedules after.
+      expect(metrics).toMatch(/ankusa_store_write_stopped 0\n/)
+      expect(metrics).toMatch(/ankusa_store_background_errors 0\n/)
+      for (const kind of ["sst", "wal", "other"]) expect(metrics).toMatch(new RegExp(`ankusa_store_disk_bytes\\{kind="${kind}"\\} \\d+\n`))
+      expect(metrics).toMatch(/ankusa_store_disk_bytes\{kind="wal"\} [1-9]\d*\n/)
+      expect(metrics).toMatch(/ankusa_process_resident_memory_bytes [1-9]\d*\n/)
+      expect(metrics).toMatch(/ankusa_process_heap_bytes\{kind="used"\} [1-9]\d*\n/)
 
       // SIGTERM drains and exits cleanly.
       process.kill(child.pid!, "SIGTERM")

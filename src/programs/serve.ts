@@ -1,8 +1,9 @@
 /**
  * `ankusa serve` (what `npm start` runs; product.md "Running it"): the HTTP
- * server, the Writer, the dispatch pipeline, the gauge tick, quarantine and
- * audit pruning, the dedupe sweep, the DLQ ceiling, archive and reclaim, on
- * the RocksDB store in `<dataDir>/store`.
+ * server, the Writer, the dispatch pipeline, the gauge tick, the store
+ * health and process memory gauges, quarantine and audit pruning, the dedupe
+ * sweep, the DLQ ceiling, archive and reclaim, on the RocksDB store in
+ * `<dataDir>/store`.
  *
  * Boot, in order (docs/deployment.md "Boot and shutdown"): open the store;
  * bind HTTP with the gate closed (`/healthz` answers, `/readyz` is 503);
@@ -34,10 +35,12 @@ import * as Http from "../layers/http/server.js"
 import * as Logger from "../layers/logger.js"
 import * as Migrate from "../layers/migrate.js"
 import * as Pipeline from "../layers/pipeline.js"
+import * as ProcessMetrics from "../layers/process-metrics.js"
 import * as Quarantine from "../layers/quarantine.js"
 import * as Queue from "../layers/queue.js"
 import * as Reclaim from "../layers/reclaim.js"
 import * as Replay from "../layers/replay.js"
+import * as StoreHealth from "../layers/store-health.js"
 import { layerRocksDb } from "../layers/store-rocksdb.js"
 import { Store } from "../layers/store.js"
 import * as Tenants from "../layers/tenants.js"
@@ -149,7 +152,9 @@ export const serve = (config: Config) =>
       )
       wakePipeline = Context.get(ctx, Pipeline.Pipeline).wake
       ctx = yield* build(ctx, Gauges.layer({ intervalMs: config.gauges.intervalMs }))
+      ctx = yield* build(ctx, StoreHealth.layer({ intervalMs: config.gauges.intervalMs }))
       ctx = yield* build(ctx, EventLoopMetrics.layer)
+      ctx = yield* build(ctx, ProcessMetrics.layer())
       ctx = yield* build(
         ctx,
         Layer.mergeAll(
