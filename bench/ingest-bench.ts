@@ -170,8 +170,8 @@ interface ServerRun {
   readonly loopP99: number
   readonly peakRss: number
   readonly accepted?: number
-  /** The server's CPU (ms) over the whole load, warm-up included: every thread, and the main thread. */
-  readonly cpu: { readonly all: number; readonly main: number }
+  /** CPU (ms) over the whole load, warm-up included: the server's (every thread, the main thread) and the load generator's. */
+  readonly cpu: { readonly all: number; readonly main: number; readonly generator: number }
   /** Writer commits over the whole load: count, requests answered, seconds committing. */
   readonly writer?: { readonly commits: number; readonly requests: number; readonly seconds: number }
 }
@@ -182,11 +182,14 @@ const writerTotals = (text: string) => ({
   seconds: metricValue(text, "ankusa_writer_commit_seconds_sum") ?? 0
 })
 
-const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, { readonly all: number; readonly main: number }]> => {
+/** The server's CPU (every thread, the main thread) and this process's (the load generator's) over `f`, in ms. */
+const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, { readonly all: number; readonly main: number; readonly generator: number }]> => {
   const before = cpuOf(pid)
+  const generator = process.cpuUsage()
   const a = await f()
   const after = cpuOf(pid)
-  return [a, { all: after.all - before.all, main: after.main - before.main }]
+  const g = process.cpuUsage(generator)
+  return [a, { all: after.all - before.all, main: after.main - before.main, generator: (g.user + g.system) / 1000 }]
 }
 
 const underLoad = async (origin: string, path: string) =>
@@ -280,12 +283,13 @@ main("ingest-bench", async () => {
     mib(r.peakRss),
     `${int(perReq(r, r.cpu.all))} µs`,
     `${int(perReq(r, r.cpu.main))} µs`,
+    `${int(perReq(r, r.cpu.generator))} µs`,
     Object.entries(r.load.statuses)
       .map(([s, n]) => `${s}:${int(n)}`)
       .join(" ") + (r.load.errors > 0 ? ` errors:${r.load.errors}` : "")
   ]
   table(
-    ["server", "req/s", "p50 ms", "p99 ms", "max ms", "loop p99 ms", "peak RSS", "CPU/req: all", "main thread", "answers"],
+    ["server", "req/s", "p50 ms", "p99 ms", "max ms", "loop p99 ms", "peak RSS", "CPU/req: all", "main thread", "generator", "answers"],
     [row("ankusa serve (synced, 2 sinks)", a), row("bare node:http 202", b)]
   )
   if (a.writer !== undefined && a.writer.commits > 0) {
