@@ -95,6 +95,8 @@ export interface Transport {
   readonly hostname: string
   readonly port: string
   readonly path: string
+  /** The `host` header Node would send (`new URL`'s host: the port only when not the default). */
+  readonly host: string
 }
 
 /** The sink's Agent (keep-alive, `concurrency` sockets at most, kept idle up to `concurrency`); `close` it at shutdown. */
@@ -109,7 +111,8 @@ export const transport = (sink: SinkOptions): Transport => {
     // `new URL` keeps an IPv6 host in brackets; the socket wants it bare.
     hostname: u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname,
     port: u.port,
-    path: `${u.pathname}${u.search}`
+    path: `${u.pathname}${u.search}`,
+    host: u.host
   }
 }
 
@@ -142,9 +145,15 @@ export const start = (
   }
   let req: http.ClientRequest
   try {
-    const headers = requestHeaders(sink, key, env, started)
-    headers["content-type"] = env.contentType
-    headers["content-length"] = String(env.body.byteLength)
+    // A flat [name, value, ...] array: Node writes (and validates) it as it is, without a
+    // setHeader per header; it then adds no `host` of its own, so it is the first pair here.
+    const headers = ["host", t.host]
+    for (const [k, v] of Object.entries(requestHeaders(sink, key, env, started))) {
+      // A sink's own `host` wins, as it would with setHeader; its content type and length never do.
+      if (k === "host") headers[1] = v
+      else if (k !== "content-type" && k !== "content-length") headers.push(k, v)
+    }
+    headers.push("content-type", env.contentType, "content-length", String(env.body.byteLength))
     req = t.request({ agent: t.agent, method: "POST", protocol: t.protocol, hostname: t.hostname, port: t.port, path: t.path, headers })
   } catch {
     // A header value Node refuses (a control character): the request cannot be sent.

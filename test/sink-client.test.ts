@@ -1,0 +1,121 @@
+/**
+ * The sink client (src/layers/sink-client.ts) against real sinks on 127.0.0.1:
+ * the headers a call sends (a flat array handed to Node, with our own `host`),
+ * and the sink's timeout.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import type { Envelope } from "../src/domain/envelope.js"
+import * as SinkClient from "../src/layers/sink-client.js"
+import { startSink } from "./sink-server.js"
+
+const envelope = (id: string): Envelope => ({
+  id,
+  tenantId: null,
+  sourceId: "src",
+  receivedAt: Date.now(),
+  contentType: "application/json",
+  headers: { "X-Upstream": "shop-1", host: "ingest.example", "content-length": "999" },
+  sinks: ["s"],
+  idempotencyKey: null,
+  body: new TextEncoder().encode(`{"id":"${id}"}`)
+})
+
+const sinkOf = (url: string, o: Partial<SinkClient.SinkOptions> = {}): SinkClient.SinkOptions => ({
+  name: "s",
+  url,
+  timeoutMs: 5_000,
+  headers: {},
+  concurrency: 8,
+  retry: { delaysMs: [], jitter: 0, maxRetryAfterMs: 0 },
+  ...o
+})
+
+/** One call, started now; resolves with its attempt and how long it took by the test's own clock. */
+const call = (t: SinkClient.Transport, sink: SinkClient.SinkOptions, id: string) =>
+  Effect.async<{ readonly attempt: SinkClient.Attempt; readonly ms: number }>((resume) => {
+    const t0 = performance.now()
+    SinkClient.start(t, sink, undefined, envelope(id), Date.now, (attempt) =>
+      resume(Effect.succeed({ attempt, ms: performance.now() - t0 })))
+  })
+
+const withTransport = <A, E, R>(sink: SinkClient.SinkOptions, f: (t: SinkClient.Transport) => Effect.Effect<A, E, R>) =>
+  Effect.acquireUseRelease(Effect.sync(() => SinkClient.transport(sink)), f, (t) => Effect.sync(() => SinkClient.close(t)))
+
+describe("sink client", () => {
+  it.scopedLive("sends one host, the kept headers, the sink's headers, and its own content type and length", () =>
+    Effect.gen(function* () {
+      const server = yield* startSink()
+      const sink = sinkOf(server.url, { headers: { Authorization: "Bearer b", "Content-Type": "text/plain" } })
+      const { attempt } = yield* withTransport(sink, (t) => call(t, sink, "msg_1"))
+      expect(attempt).toMatchObject({ status: 204, error: undefined })
+      const r = server.received[0]!
+      expect(r.headers.host).toBe(new URL(server.url).host)
+      expect(r.headers["x-upstream"]).toBe("shop-1")
+      expect(r.headers["authorization"]).toBe("Bearer b")
+      expect(r.headers["content-type"]).toBe("application/json")
+      expect(r.headers["content-length"]).toBe(String(r.body.length))
+      expect(r.headers["webhook-id"]).toBe("msg_1")
+      expect(r.headers["user-agent"]).toBe(SinkClient.USER_AGENT)
+      expect(r.body.toString()).toBe(`{"id":"msg_1"}`)
+    })
+  )
+
+  it.scopedLive("a hanging call times out at the sink's timeout, and calls started later each at their own", () =>
+    Effect.gen(function* () {
+      const timeoutMs = 400
+      // Calls 1 and 3 hang; 2 and 4 answer at once.
+      const server = yield* startSink((_, n) => (n % 2 === 1 ? { status: 204, delayMs: 30_000 } : { status: 204 }))
+      const sink = sinkOf(server.url, { timeoutMs })
+      const out = yield* withTransport(sink, (t) =>
+        Effect.all(
+          [0, 1, 2, 3].map((i) => Effect.sleep(i * 150).pipe(Effect.zipRight(call(t, sink, `msg_${i}`)))),
+          { concurrency: "unbounded" }
+        ))
+      // Requests reach the sink in start order (spaced 150 ms apart), so the hanging ones are the 1st and 3rd.
+      const [a, b, c, d] = out
+      for (const hung of [a!, c!]) {
+        expect(hung.attempt).toMatchObject({ status: 0, error: "timeout" })
+        // Not before its own deadline, and not long after it (a loaded machine may add some delay).
+        expect(hung.ms).toBeGreaterThanOrEqual(timeoutMs - 1)
+        expect(hung.ms).toBeLessThan(timeoutMs + 250)
+      }
+      for (const ok of [b!, d!]) {
+        expect(ok.attempt).toMatchObject({ status: 204, error: undefined })
+        expect(ok.ms).toBeLessThan(timeoutMs)
+      }
+    })
+  )
+
+  it.scopedLive("a call that answers in time is not timed out", () =>
+    Effect.gen(function* () {
+      const server = yield* startSink(() => ({ status: 200, delayMs: 100 }))
+      const sink = sinkOf(server.url, { timeoutMs: 300 })
+      yield* withTransport(sink, (t) =>
+        Effect.gen(function* () {
+          for (let i = 0; i < 5; i++) {
+            const { attempt } = yield* call(t, sink, `msg_${i}`)
+            expect(attempt).toMatchObject({ status: 200, error: undefined })
+          }
+        }))
+    })
+  )
+
+  it.scopedLive("a call cut before its end never calls back, not even at its timeout", () =>
+    Effect.gen(function* () {
+      const server = yield* startSink(() => ({ status: 204, delayMs: 30_000 }))
+      const sink = sinkOf(server.url, { timeoutMs: 200 })
+      yield* withTransport(sink, (t) =>
+        Effect.gen(function* () {
+          let called = false
+          const stop = SinkClient.start(t, sink, undefined, envelope("msg_cut"), Date.now, () => {
+            called = true
+          })
+          yield* Effect.sleep(50)
+          stop()
+          yield* Effect.sleep(400)
+          expect(called).toBe(false)
+        }))
+    })
+  )
+})
