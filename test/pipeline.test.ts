@@ -11,7 +11,8 @@ import type { RetrySchedule } from "../src/domain/retry-schedule.js"
 import * as Signature from "../src/domain/signature.js"
 import * as M from "../src/layers/delivery-metrics.js"
 import * as Queue from "../src/layers/queue.js"
-import { FIRST_SCAN_TENANTS, type SinkOptions } from "../src/layers/pipeline.js"
+import { COMMIT_RETRY_MS, FIRST_SCAN_TENANTS, type SinkOptions } from "../src/layers/pipeline.js"
+import { Store, StoreError } from "../src/layers/store.js"
 import { makeIngest, memoryWorld, rocksWorld, startPipeline, until, type World } from "./pipeline-world.js"
 import { type Received, startSink } from "./sink-server.js"
 
@@ -482,6 +483,39 @@ describe("pipeline", () => {
       expect(yield* w.queue.counters(h!.ord)).toMatchObject({ inflight: 1, pending: 0, scheduled: 0 })
       expect(yield* w.queue.recoverInflight(Date.now())).toBe(1)
       expect(yield* w.queue.counters(h!.ord)).toMatchObject({ inflight: 0, pending: 1 })
+    })
+  )
+  it.scopedLive("an outcome commit that fails is written again until it succeeds; counters exact", () =>
+    Effect.gen(function* () {
+      const w = yield* memoryWorld
+      // The first two outcome writes (those that mark a hook cleared, `?c`) fail; claims and the rest go through.
+      const failures: Array<number> = []
+      const store = {
+        ...w.store,
+        // Decided when the write runs (a retry may run the same effect again).
+        write: (batch: Parameters<typeof w.store.write>[0], opts: { readonly sync: boolean }) =>
+          Effect.suspend(() =>
+            batch.some((op) => op._tag === "put" && op.key[0] === K.clearedKey(0)[0]) && failures.length < 2
+              ? Effect.sync(() => failures.push(Date.now())).pipe(Effect.zipRight(Effect.fail(new StoreError({ op: "write", message: "injected" }))))
+              : w.store.write(batch, opts)
+          )
+      }
+      const failing: World = { ...w, store, context: Context.add(w.context, Store, store) }
+      const sink = yield* startSink()
+      const before = yield* count("commit-retry", "delivered")
+      const hooks = yield* makeIngest(w.store)([1, 2, 3].map(() => ({ tenant: "acme", sinks: ["commit-retry"], at: Date.now() })))
+      const { pipeline } = yield* startPipeline(failing, { tickMs: 20, sinks: [sinkOf("commit-retry", sink.url)] })
+      yield* until(
+        "every row delivered and committed",
+        Effect.zipWith(w.queue.aggregate, pipeline.inflight, (c, n) => c.inflight === 0 && c.pending + c.scheduled === 0 && c.bytes === 0 && n === 0)
+      )
+      expect(failures).toHaveLength(2)
+      // Written again after COMMIT_RETRY_MS, not at once.
+      expect(failures[1]! - failures[0]!).toBeGreaterThanOrEqual(COMMIT_RETRY_MS - 5)
+      for (const h of hooks) expect(yield* row(w, h.seq, 0)).toBeUndefined()
+      expect(yield* w.queue.counters(hooks[0]!.ord)).toEqual(Counters.zero)
+      expect((yield* count("commit-retry", "delivered")) - before).toBe(3)
+      expect(sink.received).toHaveLength(3)
     })
   )
 })
