@@ -15,13 +15,12 @@
  * Run: npx tsx bench/migration-bench.ts [--rows N] [--step ROWS] [--target R] [--main] [--quick]
  */
 import { Effect } from "effect"
-import { existsSync, readdirSync, readFileSync } from "node:fs"
 import * as TenantKeys from "../src/domain/migrations/tenant-keys.js"
 import * as Fixture from "../src/layers/fixture.js"
 import { checkStore, formatReport } from "../src/layers/check.js"
 import * as Migrate from "../src/layers/migrate.js"
 import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
-import { memoryOf, tempDir } from "./lib/proc.js"
+import { memoryOf, tempDir, threadsCpuMs } from "./lib/proc.js"
 import { arg, finish, fmt, int, log, machine, mib, quick, table } from "./lib/report.js"
 
 const ROWS = arg("rows", quick ? 100_000 : 1_000_000)
@@ -36,26 +35,7 @@ const COMMIT_THREAD = process.argv.includes("--main") ? "main" : "worker"
 /** RSS sampling period during the migration. */
 const SAMPLE_MS = 50
 
-/** The unit of /proc's CPU times (clock ticks per second; 100 on Linux). */
-const USER_HZ = 100
-
-/** CPU ms of each thread of this process so far, by thread id (utime + stime of /proc/self/task; empty off Linux). */
-const threadCpu = (): Map<string, number> => {
-  const out = new Map<string, number>()
-  if (!existsSync("/proc/self/task")) return out
-  for (const tid of readdirSync("/proc/self/task")) {
-    try {
-      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8")
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      out.set(tid, ((Number(f[11]) + Number(f[12])) * 1000) / USER_HZ)
-    } catch {
-      // the thread ended between the listing and the read
-    }
-  }
-  return out
-}
-
-/** CPU ms spent between two `threadCpu` readings: the main thread, threads born after `before`, the rest. */
+/** CPU ms spent between two `threadsCpuMs` readings: the main thread, threads born after `before`, the rest. */
 const cpuSplit = (before: Map<string, number>, at: Map<string, number>, after: Map<string, number>) => {
   const split = { main: 0, store: 0, other: 0 }
   for (const [tid, ms] of after) {
@@ -103,9 +83,9 @@ const main = Effect.gen(function* () {
     const sampler = setInterval(() => (peak = Math.max(peak, memoryOf("self").rss)), SAMPLE_MS)
     const result = yield* Effect.scoped(
       Effect.gen(function* () {
-        const beforeOpen = threadCpu()
+        const beforeOpen = threadsCpuMs()
         const store = yield* makeRocksDbStore(dir.path, { commitThread: COMMIT_THREAD })
-        const atStart = threadCpu()
+        const atStart = threadsCpuMs()
         const start = performance.now()
         const cpu0 = process.cpuUsage()
         const report = yield* Migrate.runPending(store, {
@@ -114,7 +94,7 @@ const main = Effect.gen(function* () {
         })
         const ms = performance.now() - start
         const cpu = process.cpuUsage(cpu0)
-        const threads = cpuSplit(beforeOpen, atStart, threadCpu())
+        const threads = cpuSplit(beforeOpen, atStart, threadsCpuMs())
         clearInterval(sampler)
         const check = yield* checkStore(store)
         return { report, ms, cpuMs: (cpu.user + cpu.system) / 1000, threads, check }

@@ -11,7 +11,7 @@
  * Results and the decision: docs/architecture.md, "Where commits run".
  */
 import { Effect, Fiber } from "effect"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { monitorEventLoopDelay, performance } from "node:perf_hooks"
@@ -21,6 +21,7 @@ import type { CommitThread } from "../src/layers/store-rocksdb-commit.js"
 import { encodeBatch } from "../src/layers/store-rocksdb-wire.mjs"
 import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
 import type { StoreShape } from "../src/layers/store.js"
+import { mainThreadCpuMs } from "./lib/proc.js"
 import { arg } from "./lib/report.js"
 
 const ROUNDS = arg("rounds", 200)
@@ -61,17 +62,6 @@ const pct = (xs: Array<number>, p: number) => {
 const ms = (n: number) => n.toFixed(2)
 
 const batches = Array.from({ length: 16 }, hookBatch)
-
-/** CPU milliseconds used by the main thread so far (Linux: /proc/self/task/<pid>/stat utime + stime), or NaN. */
-const mainThreadCpuMs = (): number => {
-  try {
-    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100 // USER_HZ is 100 on Linux
-  } catch {
-    return Number.NaN
-  }
-}
 
 const latency = (store: StoreShape) =>
   Effect.gen(function* () {

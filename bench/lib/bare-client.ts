@@ -7,7 +7,7 @@
  * deliveries/s is compared to. Counts every call that ended; `failed` those
  * that ended in an error (none expected).
  */
-import { readFileSync } from "node:fs"
+import { mainThreadCpuMs } from "./proc.js"
 import { Agent, request } from "node:http"
 
 /**
@@ -15,14 +15,8 @@ import { Agent, request } from "node:http"
  * elsewhere. The event loop's own share, without the commit worker's, RocksDB's or libuv's threads.
  */
 export const mainThreadCpuUs = (): number | undefined => {
-  try {
-    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, "utf8")
-    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return ((Number(f[11]) + Number(f[12])) * 1e6) / 100
-  } catch {
-    return undefined
-  }
+  const ms = mainThreadCpuMs()
+  return Number.isNaN(ms) ? undefined : ms * 1000
 }
 
 /** A call idle this long (no bytes either way) is cut and counted failed. */

@@ -1,5 +1,5 @@
 /** Memory of a process from /proc/<pid>/status (Linux): resident now (VmRSS) and its peak (VmHWM), in bytes. */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 
@@ -28,6 +28,7 @@ export const tempDir = (prefix: string): { readonly path: string; readonly remov
 /** The unit of /proc's CPU times (clock ticks per second; 100 on Linux). */
 const USER_HZ = 100
 
+/** utime + stime (ms) of a /proc `stat` file; the command name in it may hold spaces, so fields count from its ")". */
 const statCpuMs = (path: string): number => {
   const stat = readFileSync(path, "utf8")
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
@@ -39,3 +40,26 @@ export const cpuOf = (pid: number): { readonly all: number; readonly main: numbe
   all: statCpuMs(`/proc/${pid}/stat`),
   main: statCpuMs(`/proc/${pid}/task/${pid}/stat`)
 })
+
+/** CPU ms of this process's main thread (the event loop) so far; NaN off Linux. */
+export const mainThreadCpuMs = (): number => {
+  try {
+    return statCpuMs(`/proc/self/task/${process.pid}/stat`)
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** CPU ms of each thread of this process so far, by thread id; empty off Linux. */
+export const threadsCpuMs = (): Map<string, number> => {
+  const out = new Map<string, number>()
+  if (!existsSync("/proc/self/task")) return out
+  for (const tid of readdirSync("/proc/self/task")) {
+    try {
+      out.set(tid, statCpuMs(`/proc/self/task/${tid}/stat`))
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return out
+}
