@@ -9,7 +9,7 @@ import type { RocksLevel } from "@nxtedition/rocksdb"
 import { Effect } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
-import { StoreError, type StoreDisk, type StoreHealth } from "./store.js"
+import { type StoreDisk, type StoreError, storeErrorOf as fail, type StoreHealth } from "./store.js"
 
 /** Files of the store directory one health read lists and stats at most (docs/configuration.md). */
 export const STORE_DISK_MAX_FILES = 100_000
@@ -24,8 +24,6 @@ export const Properties = {
   runningCompactions: "rocksdb.num-running-compactions",
   runningFlushes: "rocksdb.num-running-flushes"
 } as const
-
-const fail = (op: string) => (e: unknown) => new StoreError({ op, message: e instanceof Error ? e.message : String(e) })
 
 /** An unknown property reads as "": fail naming it rather than report 0. */
 const count = (db: RocksLevel, name: string): number => {

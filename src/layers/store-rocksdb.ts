@@ -11,7 +11,7 @@ import type { ColumnHandle, RocksLevel } from "@nxtedition/rocksdb"
 import { Chunk, Effect, Layer, Option, Stream } from "effect"
 import { asBuffer, compare, decodeU32, familyOf, Meta } from "../domain/keys.js"
 import { type Batch, type ColumnFamily, decodeInt64LE } from "../domain/ops.js"
-import { type Entry, type Range, Store, StoreError, type StoreOpenError, type StoreShape } from "./store.js"
+import { type Entry, type Range, Store, StoreError, storeErrorOf as fail, type StoreOpenError, type StoreShape } from "./store.js"
 import { type CommitThread, mainCommitter, workerCommitter } from "./store-rocksdb-commit.js"
 import { readHealth } from "./store-rocksdb-health.js"
 import { closeDb, columnFamiliesOf, type OpenTuning, openDb } from "./store-rocksdb-open.js"
@@ -30,9 +30,6 @@ export interface RocksDbOptions extends OpenTuning {
 
 export const DEFAULT_COMMIT_THREAD: CommitThread = "worker"
 export const DEFAULT_MAX_RANGE_DELETE_KEYS = 100_000
-
-const fail = (op: string) => (e: unknown) =>
-  new StoreError({ op, message: e instanceof Error ? e.message : String(e) })
 
 export const makeRocksDbStore = (dir: string, options: RocksDbOptions = {}) =>
   Effect.gen(function* () {

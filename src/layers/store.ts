@@ -67,6 +67,10 @@ export class StoreError extends Data.TaggedError("StoreError")<{
   readonly message: string
 }> {}
 
+/** A thrown error of store operation `op` as a `StoreError` (the `catch` of an `Effect.try`). */
+export const storeErrorOf = (op: string) => (e: unknown): StoreError =>
+  new StoreError({ op, message: e instanceof Error ? e.message : String(e) })
+
 /** A scan of a whole family did not reach its hi sentinel (or lacked its lo sentinel). */
 export class StoreCorrupt extends Data.TaggedError("StoreCorrupt")<{
   readonly family: string
