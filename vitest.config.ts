@@ -5,7 +5,7 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // Two cores: RocksDB tests fsync and crash tests spawn children; keep the pool small.
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    maxWorkers: 2,
     testTimeout: 60_000,
     hookTimeout: 60_000
   }

@@ -244,7 +244,7 @@ const bare = async (): Promise<ServerRun> => {
 
 main("ingest-bench", async () => {
   console.log(`ingest-bench: ${machine()}${quick ? "; --quick" : ""}`)
-  const stores: Array<Effect.Effect.Success<ReturnType<typeof storeAlone>>> = []
+  const stores: Array<Effect.Success<ReturnType<typeof storeAlone>>> = []
   for (const hooks of STORE_BATCH_SIZES) {
     for (const thread of ["main", "worker"] as const) stores.push(await Effect.runPromise(storeAlone(thread, hooks)))
   }

@@ -78,7 +78,7 @@ const liveBytes = (store: StoreShape) =>
     let total = 0
     const by: Record<string, number> = {}
     for (const cf of ColumnFamilies) {
-      const n = yield* Stream.runFold(store.stream(cf, { lo: new Uint8Array(0), hi: K.CF_END }, { chunk: 5_000 }), 0, (acc, e) => acc + e.key.length + e.value.length)
+      const n = yield* Stream.runFold(store.stream(cf, { lo: new Uint8Array(0), hi: K.CF_END }, { chunk: 5_000 }), () => 0, (acc, e) => acc + e.key.length + e.value.length)
       by[cf] = n
       total += n
     }
@@ -220,7 +220,7 @@ const drive = (sink: { readonly ids: Set<string> }) =>
             })
           ),
           // A refusal (the Writer's queue full) is not a loss: nothing was acknowledged. Counted.
-          Effect.catchAll(() => Effect.sync(() => refused++))
+          Effect.catch(() => Effect.sync(() => refused++))
         )
 
     // Steady ingest: RATE/20 hooks every 50 ms tick, awaited (so the effective rate is at most RATE and
@@ -233,7 +233,7 @@ const drive = (sink: { readonly ids: Set<string> }) =>
     while (Date.now() - started < SECONDS * 1000) {
       if (acked.size - sink.ids.size < MAX_BACKLOG) {
         const batch = Array.from({ length: perTick }, () => n++)
-        yield* Effect.forEach(batch, (i) => (i % 100 === 0 ? Effect.zipRight(submitOne(i), submitOne(i)) : submitOne(i)), { concurrency: "unbounded", discard: true })
+        yield* Effect.forEach(batch, (i) => (i % 100 === 0 ? Effect.andThen(submitOne(i), submitOne(i)) : submitOne(i)), { concurrency: "unbounded", discard: true })
       } else held++
       if ((Date.now() - started) / 1000 >= nextSample) {
         yield* sample

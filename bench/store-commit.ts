@@ -94,7 +94,7 @@ const loopDelay = (store: StoreShape) =>
     })
     const h = monitorEventLoopDelay({ resolution: 1 })
     h.enable()
-    const fibers = yield* Effect.all([Effect.fork(writer), Effect.fork(writer)])
+    const fibers = yield* Effect.all([Effect.forkChild(writer), Effect.forkChild(writer)])
     yield* Fiber.joinAll(fibers)
     h.disable()
     return { p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6, perSecond: commits / SECONDS }

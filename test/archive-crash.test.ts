@@ -25,7 +25,7 @@ const CHILD = join(import.meta.dirname, "support", "archive-crash-child.ts")
 
 /** Run the child; kill it after `settles` compactor steps plus `delayMs`, or when it reports a paused append. Returns the last acknowledged seq. */
 const runAndKill = (storeDir: string, archiveDir: string, mode: { readonly pause: boolean; readonly settles: number; readonly delayMs: number }) =>
-  Effect.async<{ readonly acked: number; readonly settled: number; readonly paused: boolean }, Error>((resume) => {
+  Effect.callback<{ readonly acked: number; readonly settled: number; readonly paused: boolean }, Error>((resume) => {
     const child = spawn(process.execPath, ["--import", "tsx", CHILD, storeDir, archiveDir], {
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, PAUSE: mode.pause ? "1" : "0" }
@@ -94,7 +94,7 @@ const restartAndVerify = (storeDir: string, archiveDir: string, drain: boolean) 
     })
   )
 
-it.scopedLive(
+it.live(
   "a torn archive segment is repaired after SIGKILL",
   () =>
     Effect.gen(function* () {

@@ -1,6 +1,7 @@
 import * as fs from "node:fs"
 import { afterEach, describe, expect, it } from "@effect/vitest"
-import { Effect, Metric, TestClock } from "effect"
+import { Clock, Effect, Metric } from "effect"
+import { TestClock } from "effect/testing"
 import * as Deliveries from "../src/domain/deliveries.js"
 import * as K from "../src/domain/keys.js"
 import { HEADER_BYTES } from "../src/domain/segment.js"
@@ -28,7 +29,7 @@ const withArchive = <A, E>(db: MemoryDb, dir: string, o: Partial<Archive.Archive
 /** Ingest hooks seq..seq+n-1 (archive on) at the clock's time; returns their envelopes by seq. */
 const ingest = (store: StoreShape, first: number, n: number) =>
   Effect.gen(function* () {
-    const now = yield* TestClock.currentTimeMillis
+    const now = yield* Clock.currentTimeMillis
     const out = new Map<number, Uint8Array>()
     const ts: Array<Deliveries.Transition> = []
     for (let seq = first; seq < first + n; seq++) {
@@ -50,7 +51,7 @@ const readAllSegments = (dir: string) =>
     return { segs, records }
   })
 
-const counter = (m: Metric.Metric.Counter<number>) => Metric.value(m).pipe(Effect.map((s) => s.count))
+const counter = (m: Metric.Counter<number>) => Metric.value(m).pipe(Effect.map((s) => s.count))
 
 describe("archive", () => {
   it.effect("archive segments hold every settled hook", () =>
@@ -137,7 +138,7 @@ describe("archive", () => {
           yield* archive.step
           // The next block reaches the file, but its settle fails: a tail past the cursor.
           db.failNextWrite = 1
-          expect((yield* Effect.either(archive.step))._tag).toBe("Left")
+          expect((yield* Effect.result(archive.step))._tag).toBe("Failure")
         })
       )
       const cursor1 = yield* withArchive(db, dir, small, (archive, store) =>

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Layer, TestClock } from "effect"
+import { Effect, Exit, Layer } from "effect"
+import { TestClock } from "effect/testing"
 import * as Deliveries from "../src/domain/deliveries.js"
 import * as A from "../src/layers/audit.js"
 import * as Q from "../src/layers/quarantine.js"

@@ -3,7 +3,7 @@
  * refusals that name the key (file, environment and flags).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -83,8 +83,8 @@ describe("config", () => {
       sources: [{ id: "s", routes: ["a"], verification: { type: "standard-webhooks", secret } }],
       adminTokens: [{ name: "ops", token: "super-secret-token-1", tenants: "*" }]
     })
-    if (c._tag === "Left") throw new Error(String(c.left))
-    const text = JSON.stringify(Cfg.redact(c.right))
+    if (Result.isFailure(c)) throw new Error(String(c.failure))
+    const text = JSON.stringify(Cfg.redact(c.success))
     for (const s of [secret, "hunter2", "super-secret-token-1"]) expect(text).not.toContain(s)
     expect(text).toContain('"Authorization":"[redacted]"')
   })

@@ -27,7 +27,7 @@ import { type Acked, crashConfig, inspect, type Sinks, startIngest, startSinks }
 export const CRASH_KILLS = Number(process.env["ANKUSA_CRASH_KILLS"] ?? 3)
 /** A kill lands this long (uniformly at random) after the server is serving under load. */
 const KILL_AFTER_MS: readonly [number, number] = [1_000, 3_000]
-/** Per kill: a boot (tsx compiles the sources) plus the load and the offline check. */
+/** Per kill: a boot plus the load and the offline check. */
 const PER_KILL_MS = 60_000
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Metric, TestClock } from "effect"
+import { Effect, Layer, Metric } from "effect"
+import { TestClock } from "effect/testing"
 import * as Dedupe from "../src/domain/dedupe.js"
 import * as K from "../src/domain/keys.js"
 import * as Sweep from "../src/layers/dedupe-sweep.js"
@@ -32,7 +33,7 @@ const keysOf = Effect.gen(function* () {
 })
 
 describe("dedupe", () => {
-  it.scoped("a duplicate idempotency key inside the window queues nothing", () =>
+  it.effect("a duplicate idempotency key inside the window queues nothing", () =>
     Effect.gen(function* () {
       const writer = yield* Writer
       const store = yield* Store
@@ -59,7 +60,7 @@ describe("dedupe", () => {
     }).pipe(Effect.provide(env))
   )
 
-  it.scoped("an expired dedupe key is swept", () =>
+  it.effect("an expired dedupe key is swept", () =>
     Effect.gen(function* () {
       const writer = yield* Writer
       const sweep = yield* Sweep.DedupeSweep

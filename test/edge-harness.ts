@@ -3,8 +3,8 @@
  * (or a given store layer), the Writer, Queue, Tenants, Quarantine, Audit and
  * Replay, and the server on 127.0.0.1 port 0. Requests go through `fetch`.
  */
-import { HttpServer } from "@effect/platform"
-import { Context, Effect, Layer, type Scope } from "effect"
+import { Context, Effect, Layer, Result, type Scope } from "effect"
+import { HttpServer } from "effect/http"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -28,8 +28,8 @@ export const tempDir = Effect.acquireRelease(
 /** A configuration from a file-shaped input, on a free port. */
 export const configOf = (input: Cfg.ConfigInput): Cfg.Config => {
   const decoded = Cfg.decode({ ...input, http: { ...input.http, host: "127.0.0.1", port: 0 } })
-  if (decoded._tag === "Left") throw new Error(`bad test config: ${String(decoded.left)}`)
-  return decoded.right
+  if (Result.isFailure(decoded)) throw new Error(`bad test config: ${String(decoded.failure)}`)
+  return decoded.success
 }
 
 export interface Edge {
@@ -59,7 +59,7 @@ export const services = (config: Cfg.Config) =>
 
 export const startEdge = (config: Cfg.Config, options: EdgeOptions = {}): Effect.Effect<Edge, unknown, Scope.Scope> =>
   Effect.gen(function* () {
-    const storeLayer = options.store ?? Layer.unwrapScoped(Effect.map(tempDir, (dir) => layerRocksDb(dir)))
+    const storeLayer = options.store ?? Layer.unwrap(Effect.map(tempDir, (dir) => layerRocksDb(dir)))
     const base = services(config).pipe(Layer.provideMerge(storeLayer))
     const gate = options.closed === true ? Gate.layer : Gate.layerOpen
     const ctx = yield* Layer.build(Http.layer(config).pipe(Layer.provideMerge(gate), Layer.provideMerge(base)))

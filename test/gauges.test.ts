@@ -33,7 +33,7 @@ const instrument = (s: StoreShape) => {
 
 const gaugesOn = (store: StoreShape) => Gauges.make.pipe(Effect.provideService(Store, store), Effect.provideService(Queue.Queue, Queue.make(store)))
 
-const gauge = (m: Metric.Metric.Gauge<number>) => Metric.value(m).pipe(Effect.map((s) => s.value))
+const gauge = (m: Metric.Gauge<number>) => Metric.value(m).pipe(Effect.map((s) => s.value))
 
 /** Every field of the counters, folded from the families themselves (what the gauges must equal without reading them). */
 const fold = (w: World) =>
@@ -52,7 +52,7 @@ const fold = (w: World) =>
   })
 
 describe("gauges", () => {
-  it.scopedLive("queue gauges read counters", () =>
+  it.live("queue gauges read counters", () =>
     Effect.gen(function* () {
       const w = yield* rocksWorld
       const ingest = makeIngest(w.store)
@@ -116,7 +116,7 @@ describe("gauges", () => {
     })
   )
 
-  it.scopedLive("top tenants by pending", () =>
+  it.live("top tenants by pending", () =>
     Effect.gen(function* () {
       const w = yield* memoryWorld
       const ingest = makeIngest(w.store)
@@ -159,7 +159,7 @@ describe("gauges", () => {
     })
   )
 
-  it.scopedLive("top tenants are ranked among the first 10,000 active tenants", () =>
+  it.live("top tenants are ranked among the first 10,000 active tenants", () =>
     Effect.gen(function* () {
       const w = yield* memoryWorld
       const ingest = makeIngest(w.store)

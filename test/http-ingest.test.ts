@@ -85,8 +85,8 @@ describe("http ingest", () => {
         const after = yield* scrape(edge)
         expect(outcome(after, "tenant_limit") - outcome(before, "tenant_limit")).toBe(1)
         // The refused tenant got no ordinal.
-        const t3 = yield* Effect.promise(() => edge.run(Effect.either(Effect.flatMap(Tenants, (t) => t.ord("t3")))))
-        expect(t3._tag).toBe("Left")
+        const t3 = yield* Effect.promise(() => edge.run(Effect.result(Effect.flatMap(Tenants, (t) => t.ord("t3")))))
+        expect(t3._tag).toBe("Failure")
       })
     )
   )

@@ -188,8 +188,8 @@ const expectNoV2Families = (store: StoreShape) =>
 const migrateAll = (dir: string, opts: Migrate.MigrateOptions = {}) => withStore(dir, (s) => Migrate.runPending(s, opts))
 
 const runNode = (args: ReadonlyArray<string>) =>
-  Effect.async<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resume) => {
-    const child = spawn(process.execPath, ["--import", "tsx", ...args], {
+  Effect.callback<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resume) => {
+    const child = spawn(process.execPath, [...(args[0]?.endsWith(".ts") === true ? ["--import", "tsx"] : []), ...args], {
       cwd: ROOT,
       env: { ...process.env, ANKUSA_CONFIG: "", ANKUSA_DATA_DIR: "" },
       stdio: ["ignore", "pipe", "pipe"]
@@ -208,8 +208,8 @@ const runNode = (args: ReadonlyArray<string>) =>
  * whole log and the exit code.
  */
 const serveUntilReady = (dataDir: string) =>
-  Effect.async<{ readonly serving: Record<string, unknown>; readonly log: string; readonly code: number | null }, Error>((resume) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "src/programs/main.ts", "serve", "--data-dir", dataDir, "--port", "0"], {
+  Effect.callback<{ readonly serving: Record<string, unknown>; readonly log: string; readonly code: number | null }, Error>((resume) => {
+    const child = spawn(process.execPath, ["bin/ankusa.js", "serve", "--data-dir", dataDir, "--port", "0"], {
       cwd: ROOT,
       env: { ...process.env, ANKUSA_CONFIG: "", ANKUSA_HTTP_PORT: "", ANKUSA_DATA_DIR: "" },
       stdio: ["ignore", "pipe", "pipe"]
@@ -243,7 +243,7 @@ const serveUntilReady = (dataDir: string) =>
 // ---------------------------------------------------------------------------
 
 describe("migration 2 -> 3", () => {
-  it.scopedLive("v2 fixture upgrades to v3 with counters equal to a fold", () =>
+  it.live("v2 fixture upgrades to v3 with counters equal to a fold", () =>
     Effect.gen(function* () {
       const dir = path.join(yield* tempDir, "store")
       yield* Archive.unpack(FIXTURE_V2, dir)
@@ -297,7 +297,7 @@ describe("migration 2 -> 3", () => {
     })
   )
 
-  it.scopedLive("resumes interrupted tenant migration without double counting", () =>
+  it.live("resumes interrupted tenant migration without double counting", () =>
     Effect.gen(function* () {
       const root = yield* tempDir
       const hooks = Fixture.syntheticHooks({ hooks: 30, tenants: 5 })
@@ -310,7 +310,7 @@ describe("migration 2 -> 3", () => {
 
       const whole = yield* migrateAll(reference)
       expect(whole.runs[0]!.steps).toBe(1)
-      const expected = yield* withStore(reference, (s) => Effect.zipLeft(snapshot(s), expectClean(s)))
+      const expected = yield* withStore(reference, (s) => Effect.tap(snapshot(s), () => expectClean(s)))
 
       // Stop the runner after every single step and start it again: all it resumes from is in the store.
       const STEP_ROWS = 4
@@ -350,12 +350,12 @@ describe("migration 2 -> 3", () => {
       yield* writeV2Store(killedRef, big)
       fs.cpSync(killedRef, killed, { recursive: true })
       yield* migrateAll(killedRef)
-      const expectedKilled = yield* withStore(killedRef, (s) => Effect.zipLeft(snapshot(s), expectClean(s)))
+      const expectedKilled = yield* withStore(killedRef, (s) => Effect.tap(snapshot(s), () => expectClean(s)))
 
       const child = spawn(process.execPath, ["--import", "tsx", CHILD, killed, "3"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] })
       let stderr = ""
       child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-      const exit = yield* Effect.async<{ readonly signal: string | null; readonly steps: number }>((resume) => {
+      const exit = yield* Effect.callback<{ readonly signal: string | null; readonly steps: number }>((resume) => {
         let out = ""
         let steps = 0
         child.stdout.on("data", (d: Buffer) => {
@@ -387,7 +387,7 @@ describe("migration 2 -> 3", () => {
     expect([memory.get(1), memory.get(page + 1), memory.get(2 * page + 1)]).toEqual([undefined, 7, 4_294_967_294])
   })
 
-  it.scopedLive("tenant migration allocates each ordinal once", () =>
+  it.live("tenant migration allocates each ordinal once", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const TENANTS = 30
@@ -420,7 +420,7 @@ describe("migration 2 -> 3", () => {
     })
   )
 
-  it.scopedLive("a hook with no tenant or no envelope files under default", () =>
+  it.live("a hook with no tenant or no envelope files under default", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const at = Fixture.FIXTURE_BASE_AT
@@ -454,7 +454,7 @@ describe("migration 2 -> 3", () => {
     })
   )
 
-  it.scopedLive(
+  it.live(
     "a restored format 2 backup migrates on boot",
     () =>
       Effect.gen(function* () {
@@ -508,7 +508,7 @@ describe("migration 2 -> 3", () => {
     180_000
   )
 
-  it.scopedLive("the v3 fixture task writes a store that boots", () =>
+  it.live("the v3 fixture task writes a store that boots", () =>
     Effect.gen(function* () {
       const root = yield* tempDir
       const file = path.join(root, "store-v3.tar.zst")
@@ -542,7 +542,7 @@ describe("migration 2 -> 3", () => {
     })
   )
 
-  it.scopedLive("an empty v2 store migrates in one step", () =>
+  it.live("an empty v2 store migrates in one step", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       expect(yield* withStore(dir, store2Sentinels, { supportedFormat: 2 })).toBe(2)
@@ -560,7 +560,7 @@ describe("migration 2 -> 3", () => {
     })
   )
 
-  it.scopedLive("store check finds a corrupted counter", () =>
+  it.live("store check finds a corrupted counter", () =>
     Effect.gen(function* () {
       const dataDir = yield* tempDir
       const dir = StoreProgram.storeDirOf(dataDir)
@@ -575,7 +575,7 @@ describe("migration 2 -> 3", () => {
           return ord
         })
       )
-      const run = yield* runNode(["src/programs/main.ts", "store", "check", "--data-dir", dataDir])
+      const run = yield* runNode(["bin/ankusa.js", "store", "check", "--data-dir", dataDir])
       expect(run.code, run.stderr).toBe(1)
       const lines = run.stdout.split("\n").filter((l) => l.startsWith("counter "))
       expect(lines).toHaveLength(1)

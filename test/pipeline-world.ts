@@ -7,7 +7,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Context, Effect, ExecutionStrategy, Exit, Layer, Scope } from "effect"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
 import * as Deliveries from "../src/domain/deliveries.js"
 import { encodeEnvelope, type Envelope } from "../src/domain/envelope.js"
 import type { Op } from "../src/domain/ops.js"
@@ -43,7 +43,7 @@ export const memoryWorld = build(layerMemory())
 export const startPipeline = (world: World, input: Pipeline.Input) =>
   Effect.gen(function* () {
     const outer = yield* Effect.scope
-    const scope = yield* Scope.fork(outer, ExecutionStrategy.sequential)
+    const scope = yield* Scope.fork(outer, "sequential")
     const layer = Pipeline.layer(input).pipe(Layer.provide(Layer.succeedContext(world.context)))
     const ctx = yield* Layer.buildWithScope(layer, scope)
     return { pipeline: Context.get(ctx, Pipeline.Pipeline), shutdown: Scope.close(scope, Exit.void) }
@@ -113,7 +113,7 @@ export const until = <E, R>(what: string, check: Effect.Effect<boolean, E, R>, t
     const deadline = Date.now() + timeoutMs
     for (;;) {
       if (yield* check) return
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`timed out waiting for: ${what}`)
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`timed out waiting for: ${what}`))
       yield* Effect.sleep("20 millis")
     }
   })

@@ -50,14 +50,14 @@ const limitRecordingWorld = Effect.gen(function* () {
   const limits: Array<number | undefined> = []
   const queue: Queue.QueueShape = {
     ...w.queue,
-    activeTenants: (now, limit) => Effect.sync(() => limits.push(limit)).pipe(Effect.zipRight(w.queue.activeTenants(now, limit)))
+    activeTenants: (now, limit) => Effect.sync(() => limits.push(limit)).pipe(Effect.andThen(w.queue.activeTenants(now, limit)))
   }
   const counted: World = { ...w, queue, context: Context.add(w.context, Queue.Queue, queue) }
   return { w, limits, counted }
 })
 
 describe("pipeline", () => {
-  it.scopedLive("a hook is delivered to every sink of its route", () =>
+  it.live("a hook is delivered to every sink of its route", () =>
     Effect.gen(function* () {
       const w = yield* rocksWorld
       const a = yield* startSink()
@@ -126,7 +126,7 @@ describe("pipeline", () => {
     })
   )
 
-  it.scopedLive("a failing sink is retried on its schedule and then dead-lettered", () =>
+  it.live("a failing sink is retried on its schedule and then dead-lettered", () =>
     Effect.gen(function* () {
       const w = yield* rocksWorld
       // 503, then 429 with Retry-After: 1 (s), then 500 until the schedule runs out.
@@ -186,7 +186,7 @@ describe("pipeline", () => {
     })
   )
 
-  it.scopedLive("rows of one tenant are claimed in at order", () =>
+  it.live("rows of one tenant are claimed in at order", () =>
     Effect.gen(function* () {
       const sink = yield* startSink()
       yield* Effect.promise(() =>
@@ -229,7 +229,7 @@ describe("pipeline", () => {
     })
   )
 
-  it.scopedLive(
+  it.live(
     "across tenants rows are claimed oldest second first (replaces strict cross-tenant oldest-first, TEN-1 §5)",
     () =>
       Effect.gen(function* () {
@@ -289,7 +289,7 @@ describe("pipeline", () => {
       })
   )
 
-  it.scopedLive("a tick visits only tenants with work", () =>
+  it.live("a tick visits only tenants with work", () =>
     Effect.gen(function* () {
       const sink = yield* startSink()
       const w = yield* memoryWorld
@@ -312,7 +312,7 @@ describe("pipeline", () => {
     })
   )
 
-  it.scopedLive("a tick reads the markers of no more tenants than it can claim rows, and still removes every marker its claims made stale", () =>
+  it.live("a tick reads the markers of no more tenants than it can claim rows, and still removes every marker its claims made stale", () =>
     Effect.gen(function* () {
       // A sink that never answers in time: no outcome commits, so no tick runs but the test's.
       const sink = yield* startSink(() => ({ status: 204, delayMs: 30_000 }))
@@ -356,7 +356,7 @@ describe("pipeline", () => {
     })
   )
 
-  it.scopedLive("a tick scans for more tenants only when the first ones leave rows to claim", () =>
+  it.live("a tick scans for more tenants only when the first ones leave rows to claim", () =>
     Effect.gen(function* () {
       const sink = yield* startSink(() => ({ status: 204, delayMs: 30_000 }))
       const { w, limits, counted } = yield* limitRecordingWorld
@@ -388,7 +388,7 @@ describe("pipeline", () => {
     })
   )
 
-  it.scopedLive("a row whose hook is gone or undecodable is dropped, one whose sink is unknown is dead-lettered", () =>
+  it.live("a row whose hook is gone or undecodable is dropped, one whose sink is unknown is dead-lettered", () =>
     Effect.gen(function* () {
       const w = yield* rocksWorld
       const sink = yield* startSink()
@@ -416,7 +416,7 @@ describe("pipeline", () => {
     })
   )
 
-  it.scopedLive("calls stay within each sink's concurrency and the global inflight limit", () =>
+  it.live("calls stay within each sink's concurrency and the global inflight limit", () =>
     Effect.gen(function* () {
       const w = yield* memoryWorld
       const DELAY = 60
@@ -459,7 +459,7 @@ describe("pipeline", () => {
     })
   )
 
-  it.scopedLive("shutdown lets inflight calls finish within the grace period and leaves the rest inflight", () =>
+  it.live("shutdown lets inflight calls finish within the grace period and leaves the rest inflight", () =>
     Effect.gen(function* () {
       const w = yield* rocksWorld
       const quick = yield* startSink(() => ({ status: 204, delayMs: 300 }))
@@ -485,7 +485,7 @@ describe("pipeline", () => {
       expect(yield* w.queue.counters(h!.ord)).toMatchObject({ inflight: 0, pending: 1 })
     })
   )
-  it.scopedLive("an outcome commit that fails is written again until it succeeds; counters exact", () =>
+  it.live("an outcome commit that fails is written again until it succeeds; counters exact", () =>
     Effect.gen(function* () {
       const w = yield* memoryWorld
       // The first two outcome writes (those that mark a hook cleared, `?c`) fail; claims and the rest go through.
@@ -496,7 +496,7 @@ describe("pipeline", () => {
         write: (batch: Parameters<typeof w.store.write>[0], opts: { readonly sync: boolean }) =>
           Effect.suspend(() =>
             batch.some((op) => op._tag === "put" && op.key[0] === K.clearedKey(0)[0]) && failures.length < 2
-              ? Effect.sync(() => failures.push(Date.now())).pipe(Effect.zipRight(Effect.fail(new StoreError({ op: "write", message: "injected" }))))
+              ? Effect.sync(() => failures.push(Date.now())).pipe(Effect.andThen(Effect.fail(new StoreError({ op: "write", message: "injected" }))))
               : w.store.write(batch, opts)
           )
       }

@@ -1,10 +1,11 @@
 /** The process memory gauges: read from `process.memoryUsage()`, rendered in the Prometheus text, on a schedule. */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Metric, TestClock } from "effect"
+import { Effect, Layer, Metric } from "effect"
+import { TestClock } from "effect/testing"
 import * as ProcessMetrics from "../src/layers/process-metrics.js"
 import { scrape } from "../src/layers/prometheus.js"
 
-const gauge = (m: Metric.Metric.Gauge<number>) => Metric.value(m).pipe(Effect.map((s) => s.value))
+const gauge = (m: Metric.Gauge<number>) => Metric.value(m).pipe(Effect.map((s) => s.value))
 
 describe("process metrics", () => {
   it.effect("the memory gauges are process.memoryUsage() and render in the Prometheus text", () =>
@@ -21,14 +22,14 @@ describe("process metrics", () => {
       expect(text).toContain(`ankusa_process_external_memory_bytes ${m.external}\n`)
     }))
 
-  it.scoped("the layer reads at once and again every interval", () =>
+  it.effect("the layer reads at once and again every interval", () =>
     Effect.gen(function* () {
       const intervalMs = 1_000
-      yield* Metric.set(ProcessMetrics.residentMemory, -1)
+      yield* Metric.update(ProcessMetrics.residentMemory, -1)
       yield* Layer.build(ProcessMetrics.layer(intervalMs))
       yield* TestClock.adjust(0)
       expect(yield* gauge(ProcessMetrics.residentMemory)).toBeGreaterThan(0)
-      yield* Metric.set(ProcessMetrics.residentMemory, -1)
+      yield* Metric.update(ProcessMetrics.residentMemory, -1)
       yield* TestClock.adjust(intervalMs - 1)
       expect(yield* gauge(ProcessMetrics.residentMemory)).toBe(-1)
       yield* TestClock.adjust(1)

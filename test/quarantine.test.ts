@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Metric, MetricState, TestClock } from "effect"
+import { Effect, Layer, Metric } from "effect"
+import { TestClock } from "effect/testing"
 import { Families, familyDataRange } from "../src/domain/keys.js"
 import { quarantineDropped, withReason } from "../src/layers/lifecycle-metrics.js"
 import * as Q from "../src/layers/quarantine.js"
@@ -18,7 +19,7 @@ const input = (tenant: string, n: number, bodyBytes = 10) => ({
 })
 
 const dropped = (reason: string) =>
-  Metric.value(withReason(quarantineDropped, reason)).pipe(Effect.map((s: MetricState.MetricState.Counter<number>) => s.count))
+  Metric.value(withReason(quarantineDropped, reason)).pipe(Effect.map((s: Metric.CounterState<number>) => s.count))
 
 /** Every `?q` row in the store, oldest first, with its tenant and index. */
 const rows = Effect.gen(function* () {

@@ -324,7 +324,7 @@ const concurrentWriters = (store: StoreShape) =>
         const kind0: K.DueValue = { size, kind: 0 }
         const row = Deliveries.freshRow(size)
         // Yield before every commit so the fibers' batches interleave.
-        const c = (...ts: ReadonlyArray<Deliveries.Transition>) => Effect.zipRight(Effect.yieldNow(), commit(store, ts))
+        const c = (...ts: ReadonlyArray<Deliveries.Transition>) => Effect.andThen(Effect.yieldNow, commit(store, ts))
         yield* c(Deliveries.ingest({ seq, ord, envelope: env, sinkCount: 2, at, archive: true }))
         switch (i % 4) {
           case 0: // claim both, deliver both, settle the archive: nothing left

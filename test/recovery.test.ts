@@ -22,7 +22,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 /** Start `ankusa serve` in its own process group; resolve once it logs that it serves. */
 const startServe = async (configPath: string, dataDir: string) => {
-  const child = spawn("npx", ["tsx", "src/programs/main.ts", "serve", "--config", configPath, "--data-dir", dataDir, "--port", "0"], {
+  const child = spawn(process.execPath, ["bin/ankusa.js", "serve", "--config", configPath, "--data-dir", dataDir, "--port", "0"], {
     cwd: root,
     env: { ...process.env, ANKUSA_CONFIG: "", ANKUSA_HTTP_PORT: "" },
     stdio: ["ignore", "pipe", "pipe"],

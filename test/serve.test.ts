@@ -1,11 +1,9 @@
 /**
  * `ankusa serve` as a user runs it: a real child process running the program
- * `npm start` runs (src/programs/main.ts serve, loaded by tsx) with the
- * built-in default configuration, a fresh data directory and a free port,
- * talked to over HTTP and stopped with SIGTERM. It runs as
- * `node --import tsx …` rather than behind the npm and tsx wrappers: npm does
- * not pass SIGTERM on, and tsx SIGKILLs a child that does not acknowledge a
- * relayed signal within 30 ms, which a loaded machine misses.
+ * `npm start` runs (`node bin/ankusa.js serve`, the compiled build that
+ * `npm test` makes first) with the built-in default configuration, a fresh
+ * data directory and a free port, talked to over HTTP and stopped with
+ * SIGTERM. test/platform.test.ts runs it behind `npm start` itself.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { type ChildProcess, spawn } from "node:child_process"
@@ -67,7 +65,7 @@ describe("serve", () => {
   it("the default configuration serves", { timeout: 180_000 }, async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-serve-"))
     const root = path.resolve(import.meta.dirname, "..")
-    const child = spawn(process.execPath, ["--import", "tsx", "src/programs/main.ts", "serve", "--data-dir", dataDir, "--port", "0"], {
+    const child = spawn(process.execPath, ["bin/ankusa.js", "serve", "--data-dir", dataDir, "--port", "0"], {
       cwd: root,
       env: { ...process.env, ANKUSA_CONFIG: "", ANKUSA_HTTP_PORT: "" },
       stdio: ["ignore", "pipe", "pipe"]
@@ -139,7 +137,7 @@ describe("serve configuration", () => {
       const file = path.join(dir, "ankusa.yaml")
       fs.writeFileSync(file, "sinks:\n  - name: a\n    url: ftp://example.com/in\nsources:\n  - id: s\n    routes: [a]\n")
       const root = path.resolve(import.meta.dirname, "..")
-      const child = spawn(process.execPath, ["--import", "tsx", "src/programs/main.ts", "serve", "--config", file, "--data-dir", dir], {
+      const child = spawn(process.execPath, ["bin/ankusa.js", "serve", "--config", file, "--data-dir", dir], {
         cwd: root,
         stdio: ["ignore", "pipe", "pipe"]
       })

@@ -33,7 +33,7 @@ const sinkOf = (url: string, o: Partial<SinkClient.SinkOptions> = {}): SinkClien
 
 /** One call, started now; resolves with its attempt and how long it took by the test's own clock. */
 const call = (t: SinkClient.Transport, sink: SinkClient.SinkOptions, id: string) =>
-  Effect.async<{ readonly attempt: SinkClient.Attempt; readonly ms: number }>((resume) => {
+  Effect.callback<{ readonly attempt: SinkClient.Attempt; readonly ms: number }>((resume) => {
     const t0 = performance.now()
     SinkClient.start(t, sink, undefined, envelope(id), Date.now, (attempt) =>
       resume(Effect.succeed({ attempt, ms: performance.now() - t0 })))
@@ -43,7 +43,7 @@ const withTransport = <A, E, R>(sink: SinkClient.SinkOptions, f: (t: SinkClient.
   Effect.acquireUseRelease(Effect.sync(() => SinkClient.transport(sink)), f, (t) => Effect.sync(() => SinkClient.close(t)))
 
 describe("sink client", () => {
-  it.scopedLive("sends one host, the kept headers, the sink's headers, and its own content type and length", () =>
+  it.live("sends one host, the kept headers, the sink's headers, and its own content type and length", () =>
     Effect.gen(function* () {
       const server = yield* startSink()
       const sink = sinkOf(server.url, { headers: { Authorization: "Bearer b", "Content-Type": "text/plain" } })
@@ -61,7 +61,7 @@ describe("sink client", () => {
     })
   )
 
-  it.scopedLive("a hanging call times out at the sink's timeout, and calls started later each at their own", () =>
+  it.live("a hanging call times out at the sink's timeout, and calls started later each at their own", () =>
     Effect.gen(function* () {
       const timeoutMs = 400
       // Calls 1 and 3 hang; 2 and 4 answer at once.
@@ -69,7 +69,7 @@ describe("sink client", () => {
       const sink = sinkOf(server.url, { timeoutMs })
       const out = yield* withTransport(sink, (t) =>
         Effect.all(
-          [0, 1, 2, 3].map((i) => Effect.sleep(i * 150).pipe(Effect.zipRight(call(t, sink, `msg_${i}`)))),
+          [0, 1, 2, 3].map((i) => Effect.sleep(i * 150).pipe(Effect.andThen(call(t, sink, `msg_${i}`)))),
           { concurrency: "unbounded" }
         ))
       // Requests reach the sink in start order (spaced 150 ms apart), so the hanging ones are the 1st and 3rd.
@@ -87,7 +87,7 @@ describe("sink client", () => {
     })
   )
 
-  it.scopedLive("a call that answers in time is not timed out", () =>
+  it.live("a call that answers in time is not timed out", () =>
     Effect.gen(function* () {
       const server = yield* startSink(() => ({ status: 200, delayMs: 100 }))
       const sink = sinkOf(server.url, { timeoutMs: 300 })
@@ -101,7 +101,7 @@ describe("sink client", () => {
     })
   )
 
-  it.scopedLive("a call cut before its end never calls back, not even at its timeout", () =>
+  it.live("a call cut before its end never calls back, not even at its timeout", () =>
     Effect.gen(function* () {
       const server = yield* startSink(() => ({ status: 204, delayMs: 30_000 }))
       const sink = sinkOf(server.url, { timeoutMs: 200 })

@@ -34,7 +34,7 @@ export interface SinkServer {
 /** `reply(request, n)`: n is the 1-based number of this request at this server. */
 export const startSink = (reply: (r: Received, n: number) => Reply = () => ({ status: 204 })): Effect.Effect<SinkServer, never, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.async<{ readonly sink: SinkServer; readonly close: () => Promise<void> }>((resume) => {
+    Effect.callback<{ readonly sink: SinkServer; readonly close: () => Promise<void> }>((resume) => {
       const received: Array<Received> = []
       const server = createServer((req, res) => {
         const chunks: Array<Buffer> = []

@@ -4,7 +4,7 @@
  * unchanged, so the memory layer is a faithful stand-in for RocksDB.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Chunk, Context, Effect, Layer, type Scope, Stream } from "effect"
+import { Context, Effect, Layer, type Scope, Stream } from "effect"
 import { asBuffer, encodeU32, Families, familiesOf, familyOf, Meta, range } from "../src/domain/keys.js"
 import { type Batch, del, deleteRange, merge, put } from "../src/domain/ops.js"
 import { foldFamily } from "../src/layers/store-family.js"
@@ -35,7 +35,7 @@ const open = (l: Layer.Layer<Store, StoreOpenError>) => Effect.map(Layer.build(l
 
 export const storeConformance = <L>(h: StoreHarness<L>) => {
   const freshStore = Effect.flatMap(h.fresh, (loc) => Effect.map(open(h.layer(loc)), (store) => ({ loc, store })))
-  const shared = Layer.unwrapScoped(Effect.map(h.fresh, (loc) => h.layer(loc)))
+  const shared = Layer.unwrap(Effect.map(h.fresh, (loc) => h.layer(loc)))
 
   describe(`Store conformance: ${h.name}`, () => {
     layer(shared)("one store, many batches", (it) => {
@@ -189,15 +189,15 @@ export const storeConformance = <L>(h: StoreHarness<L>) => {
           }
           const r = range(b(0x61))
           const chunks = yield* Stream.runCollect(Stream.chunks(store.stream("deliveries", r, { chunk: 100 })))
-          expect(Chunk.toReadonlyArray(chunks).every((c) => Chunk.size(c) <= 100)).toBe(true)
-          const all = Chunk.toReadonlyArray(Chunk.flatten(chunks))
+          expect(chunks.every((c) => c.length <= 100)).toBe(true)
+          const all = chunks.flat()
           expect(all).toHaveLength(n)
           expect(keysOf(all)).toEqual(Array.from({ length: n }, (_, i) => hex(k(0x61, i))))
           const rev = yield* Stream.runCollect(store.stream("deliveries", r, { reverse: true, chunk: 7 }))
-          expect(keysOf(Chunk.toReadonlyArray(rev))).toEqual(Array.from({ length: n }, (_, i) => hex(k(0x61, n - 1 - i))))
+          expect(keysOf(rev)).toEqual(Array.from({ length: n }, (_, i) => hex(k(0x61, n - 1 - i))))
           const head = yield* Stream.runCollect(store.stream("deliveries", r, { chunk: 10 }).pipe(Stream.take(3)))
-          expect(keysOf(Chunk.toReadonlyArray(head))).toEqual([0, 1, 2].map((i) => hex(k(0x61, i))))
-          expect(Chunk.size(yield* Stream.runCollect(store.stream("deliveries", range(b(0x62)))))).toBe(0)
+          expect(keysOf(head)).toEqual([0, 1, 2].map((i) => hex(k(0x61, i))))
+          expect(yield* Stream.runCollect(store.stream("deliveries", range(b(0x62))))).toHaveLength(0)
         }))
 
       it.effect("health says a store that has taken writes is not stalled and has had no background errors", () =>
@@ -233,7 +233,7 @@ export const storeConformance = <L>(h: StoreHarness<L>) => {
         }))
     })
 
-    it.scoped("a failed batch leaves nothing of any of its families", () =>
+    it.effect("a failed batch leaves nothing of any of its families", () =>
       Effect.gen(function* () {
         const { loc, store } = yield* freshStore
         yield* store.write([put("hooks", b(5, 0), b(0)), merge("counters", counter(5, 1), 1n)], { sync: true })
@@ -264,7 +264,7 @@ export const storeConformance = <L>(h: StoreHarness<L>) => {
         expect(yield* store.get("hooks", b(5, 2))).toEqual(b(2))
       }))
 
-    it.scoped("a whole-family scan that does not reach the hi sentinel fails with StoreCorrupt naming family and last key", () =>
+    it.effect("a whole-family scan that does not reach the hi sentinel fails with StoreCorrupt naming family and last key", () =>
       Effect.gen(function* () {
         const { store } = yield* freshStore
         const row = Buffer.concat([Families.due.lo, Buffer.alloc(22, 1)])
@@ -282,7 +282,7 @@ export const storeConformance = <L>(h: StoreHarness<L>) => {
         expect(lo).toMatchObject({ _tag: "StoreCorrupt", family: "inflight" })
       }))
 
-    it.scoped("a format 2 release refuses a format 3 store", () =>
+    it.effect("a format 2 release refuses a format 3 store", () =>
       Effect.gen(function* () {
         const loc = yield* h.fresh
         expect(yield* Effect.scoped(Effect.flatMap(open(h.layer(loc)), (s) => s.format))).toBe(3)
@@ -292,7 +292,7 @@ export const storeConformance = <L>(h: StoreHarness<L>) => {
         expect(yield* Effect.scoped(Effect.flatMap(open(h.layer(loc)), (s) => s.format))).toBe(3)
       }))
 
-    it.scoped("a store stamped with a newer format than supported is refused", () =>
+    it.effect("a store stamped with a newer format than supported is refused", () =>
       Effect.gen(function* () {
         const loc = yield* h.fresh
         yield* Effect.scoped(Effect.flatMap(open(h.layer(loc)), (s) => s.write([put("default", Meta.format, encodeU32(4))], { sync: true })))
@@ -300,7 +300,7 @@ export const storeConformance = <L>(h: StoreHarness<L>) => {
         expect(err).toMatchObject({ _tag: "StoreFormatNewer", found: 4, supported: 3 })
       }))
 
-    it.scoped("a format 2 build opens a format 2 store; format 3 code keeps its stamp and adds the new sentinels", () =>
+    it.effect("a format 2 build opens a format 2 store; format 3 code keeps its stamp and adds the new sentinels", () =>
       Effect.gen(function* () {
         const loc = yield* h.fresh
         const v2 = yield* Effect.scoped(
@@ -315,7 +315,7 @@ export const storeConformance = <L>(h: StoreHarness<L>) => {
         expect(yield* store.multiGet("counters", [Families.counters.lo, Families.counters.hi])).toEqual([Buffer.alloc(8), Buffer.alloc(8)])
       }))
 
-    it.scoped("a lost sentinel stays lost across a reopen, so the scan still reports it", () =>
+    it.effect("a lost sentinel stays lost across a reopen, so the scan still reports it", () =>
       Effect.gen(function* () {
         const loc = yield* h.fresh
         yield* Effect.scoped(Effect.flatMap(open(h.layer(loc)), (s) => s.write([del("index", Families.dead.hi)], { sync: true })))
@@ -324,7 +324,7 @@ export const storeConformance = <L>(h: StoreHarness<L>) => {
         expect(err).toMatchObject({ _tag: "StoreCorrupt", family: "dead" })
       }))
 
-    it.scoped("everything written survives a reopen", () =>
+    it.effect("everything written survives a reopen", () =>
       Effect.gen(function* () {
         const loc = yield* h.fresh
         yield* Effect.scoped(

@@ -7,7 +7,7 @@
  * from this process fails with StoreLocked.
  */
 import { expect, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Stream } from "effect"
+import { Deferred, Effect, Exit, Stream } from "effect"
 import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -36,12 +36,12 @@ const runAndKill = (dir: string, thread: "main" | "worker", minCommits: number, 
     createInterface({ input: child.stdout }).on("line", (line) => {
       last = Number(line.replace("committed ", ""))
       first ??= last
-      if (last - first + 1 >= minCommits) Deferred.unsafeDone(reached, Exit.void)
+      if (last - first + 1 >= minCommits) Deferred.doneUnsafe(reached, Exit.void)
     })
-    child.on("exit", (_code, signal) => Deferred.unsafeDone(exited, Exit.succeed(signal)))
+    child.on("exit", (_code, signal) => Deferred.doneUnsafe(exited, Exit.succeed(signal)))
     yield* Effect.raceFirst(
       Deferred.await(reached),
-      Deferred.await(exited).pipe(Effect.flatMap(() => Effect.dieMessage(`child exited before ${minCommits} commits: ${stderr}`)))
+      Deferred.await(exited).pipe(Effect.flatMap(() => Effect.die(new Error(`child exited before ${minCommits} commits: ${stderr}`))))
     )
     yield* meanwhile
     yield* Effect.sleep(delayMs)
@@ -57,7 +57,7 @@ const inspect = (dir: string) =>
       const store = yield* makeRocksDbStore(dir, { commitThread: "main" })
       const perBatch = new Map<number, number>()
       const hooks = yield* Stream.runCollect(store.stream("hooks", familyDataRange(Families.hooks)))
-      for (const { key } of Chunk.toReadonlyArray(hooks)) {
+      for (const { key } of hooks) {
         const n = Number(Buffer.from(key).readBigUInt64BE(0))
         perBatch.set(n, (perBatch.get(n) ?? 0) + 1)
       }

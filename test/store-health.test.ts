@@ -4,7 +4,8 @@
  * directory listing, and the scheduled read behind `ankusa_store_*`.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Logger, Metric, TestClock } from "effect"
+import { Context, Effect, Layer, Logger, Metric } from "effect"
+import { TestClock } from "effect/testing"
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -38,14 +39,14 @@ const onDisk = (dir: string) => {
 const rows = (n: number, tag: number) =>
   Array.from({ length: n }, (_, i) => put("hooks", Buffer.from([tag, i >> 8, i & 0xff]), Buffer.alloc(1024, i)))
 
-const gauge = (m: Metric.Metric.Gauge<number>) => Metric.value(m).pipe(Effect.map((s) => s.value))
+const gauge = (m: Metric.Gauge<number>) => Metric.value(m).pipe(Effect.map((s) => s.value))
 
 /** A store whose health is `read`; every other call is the memory store's. */
 const storeWith = (read: Effect.Effect<Health, StoreError>) =>
   Effect.map(open(layerMemory()), (s): StoreShape => ({ ...s, health: read }))
 
 describe("store health", () => {
-  it.scoped("RocksDB: after writes and a reopen, SST and WAL bytes are > 0, the kinds add up to the directory, writes are not stopped", () =>
+  it.effect("RocksDB: after writes and a reopen, SST and WAL bytes are > 0, the kinds add up to the directory, writes are not stopped", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       yield* Effect.scoped(Effect.flatMap(open(layerRocksDb(dir)), (s) => s.write(rows(500, 1), { sync: true })))
@@ -64,7 +65,7 @@ describe("store health", () => {
       expect(h.runningFlushes).toBeGreaterThanOrEqual(0)
     }))
 
-  it.scoped("RocksDB: a health read of a closed store fails with a StoreError, not a crash", () =>
+  it.effect("RocksDB: a health read of a closed store fails with a StoreError, not a crash", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const store = yield* Effect.scoped(open(layerRocksDb(dir)))
@@ -73,7 +74,7 @@ describe("store health", () => {
       expect(err.message).toMatch(/not open/)
     }))
 
-  it.scoped("the directory listing counts regular files by kind, at most its bound, and says when it stopped there", () =>
+  it.effect("the directory listing counts regular files by kind, at most its bound, and says when it stopped there", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const sizes = { "000010.sst": 10, "000011.sst": 11, "000012.log": 12, MANIFEST: 13, CURRENT: 14 }
@@ -93,7 +94,7 @@ describe("store health", () => {
       expect(err.op).toBe("health")
     }))
 
-  it.scoped("the memory store is a healthy, empty store: nothing stopped or failed, no bytes on disk", () =>
+  it.effect("the memory store is a healthy, empty store: nothing stopped or failed, no bytes on disk", () =>
     Effect.gen(function* () {
       const store = yield* open(layerMemory())
       yield* store.write(rows(10, 1), { sync: true })
@@ -108,7 +109,7 @@ describe("store health", () => {
       expect(yield* store.health).toEqual(memoryHealth)
     }))
 
-  it.scoped("a health read sets every store gauge, and the series render in the Prometheus text", () =>
+  it.effect("a health read sets every store gauge, and the series render in the Prometheus text", () =>
     Effect.gen(function* () {
       const reading: Health = {
         writeStopped: true,
@@ -135,7 +136,7 @@ describe("store health", () => {
       expect(yield* gauge(StoreHealth.writeStopped)).toBe(0)
     }))
 
-  it.scoped("a failed health read is logged and the next one runs on time", () =>
+  it.effect("a failed health read is logged and the next one runs on time", () =>
     Effect.gen(function* () {
       const logs: Array<string> = []
       let reads = 0
@@ -146,7 +147,7 @@ describe("store health", () => {
       const intervalMs = 1_000
       yield* Layer.build(StoreHealth.layer({ intervalMs })).pipe(
         Effect.provideService(Store, store),
-        Effect.provide(Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logs.push(String(message)))))
+        Effect.provide(Logger.layer([Logger.make(({ message }) => logs.push(String(message)))]))
       )
       yield* TestClock.adjust(intervalMs - 1)
       expect(reads).toBe(1)
@@ -157,13 +158,13 @@ describe("store health", () => {
       expect(yield* gauge(StoreHealth.diskBytesOf("wal"))).toBe(reading.disk.wal)
     }))
 
-  it.scoped("a listing that stopped at its bound is warned of once", () =>
+  it.effect("a listing that stopped at its bound is warned of once", () =>
     Effect.gen(function* () {
       const logs: Array<string> = []
       const store = yield* storeWith(Effect.succeed({ ...memoryHealth, disk: { ...memoryHealth.disk, files: 2, truncated: true } }))
       yield* Layer.build(StoreHealth.layer({ intervalMs: 1_000 })).pipe(
         Effect.provideService(Store, store),
-        Effect.provide(Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logs.push(String(message)))))
+        Effect.provide(Logger.layer([Logger.make(({ message }) => logs.push(String(message)))]))
       )
       yield* TestClock.adjust(5_000)
       expect(logs.filter((l) => l.includes("more files than one read lists"))).toHaveLength(1)

@@ -41,7 +41,7 @@ for (const commitThread of ["worker", "main"] as const satisfies ReadonlyArray<C
 }
 
 describe("Store on RocksDB", () => {
-  it.scoped("a second open of the same directory fails with StoreLocked, not a crash", () =>
+  it.effect("a second open of the same directory fails with StoreLocked, not a crash", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       yield* openStore(dir)
@@ -50,7 +50,7 @@ describe("Store on RocksDB", () => {
       expect(err.message).toMatch(/already open/)
     }))
 
-  it.scoped("a deleteRange past maxRangeDeleteKeys fails its batch with a StoreError naming the bound", () =>
+  it.effect("a deleteRange past maxRangeDeleteKeys fails its batch with a StoreError naming the bound", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const store = yield* openStore(dir, { maxRangeDeleteKeys: 10 })
@@ -64,7 +64,7 @@ describe("Store on RocksDB", () => {
       expect(yield* store.scan("index", range(Buffer.from([0x70])), { limit: 20 })).toHaveLength(1)
     }))
 
-  it.scoped("a merge outside the counters family is refused before it reaches RocksDB", () =>
+  it.effect("a merge outside the counters family is refused before it reaches RocksDB", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const store = yield* openStore(dir)
@@ -75,7 +75,7 @@ describe("Store on RocksDB", () => {
       yield* store.write([put("hooks", Buffer.from([4]), Buffer.from([4]))], { sync: true })
     }))
 
-  it.scoped("a format 2 build refuses ops on format 3 column families", () =>
+  it.effect("a format 2 build refuses ops on format 3 column families", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const store = yield* openStore(dir, { supportedFormat: 2 })
@@ -83,7 +83,7 @@ describe("Store on RocksDB", () => {
       expect(err.message).toMatch(/tenants is not open in a format 2 build/)
     }))
 
-  it.scoped("commits from concurrent fibers apply in call order, and a failure fails only its own write", () =>
+  it.effect("commits from concurrent fibers apply in call order, and a failure fails only its own write", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       const store = yield* openStore(dir, { maxRangeDeleteKeys: 1, commitThread: "worker" })
@@ -100,7 +100,7 @@ describe("Store on RocksDB", () => {
       expect(yield* store.get("hooks", key)).toEqual(Buffer.from([39]))
     }))
 
-  it.scoped("column families are created with their options", () =>
+  it.effect("column families are created with their options", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
       yield* Effect.scoped(openStore(dir))

@@ -2,7 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Context, Deferred, Effect, Either, Exit, Fiber, Layer, Scope, TestClock } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Result, Scope } from "effect"
+import { TestClock } from "effect/testing"
 import * as Counters from "../src/domain/counters.js"
 import * as Deliveries from "../src/domain/deliveries.js"
 import * as HookId from "../src/domain/hook-id.js"
@@ -42,7 +43,7 @@ class Probe {
             this.writes++
             return s.write(batch, opts)
           }).pipe(
-            Effect.zipRight(
+            Effect.andThen(
               Effect.suspend(() => {
                 const h = this.hold
                 if (h === undefined) return Effect.void
@@ -92,7 +93,7 @@ const holdCommit = (writer: WriterShape, probe: Probe, lead: IngestRequest) =>
   Effect.gen(function* () {
     const hold = yield* Deferred.make<void>()
     probe.hold = hold
-    const fiber = yield* Effect.fork(writer.submit(lead))
+    const fiber = yield* Effect.forkChild(writer.submit(lead))
     yield* waitUntil(Effect.sync(() => probe.held))
     return { fiber, release: Deferred.succeed(hold, undefined) }
   })
@@ -110,9 +111,9 @@ const oneBatch = (
   Effect.gen(function* () {
     const writer = yield* Writer
     const { fiber: leadFiber, release } = yield* holdCommit(writer, probe, lead)
-    const fibers: Array<Fiber.RuntimeFiber<Either.Either<IngestResult, SubmitError>>> = []
+    const fibers: Array<Fiber.Fiber<Result.Result<IngestResult, SubmitError>>> = []
     for (const r of reqs) {
-      fibers.push(yield* Effect.fork(Effect.either(writer.submit(r))))
+      fibers.push(yield* Effect.forkChild(Effect.result(writer.submit(r))))
       yield* waitUntil(Effect.map(writer.queued, (n) => n === fibers.length))
     }
     yield* beforeRelease
@@ -219,12 +220,12 @@ const shutdownCase = (backend: Backend) =>
     const ctx = yield* Layer.buildWithScope(stack(backend.open(), probe), scope)
     const writer = Context.get(ctx, Writer)
     const { fiber: lead, release } = yield* holdCommit(writer, probe, req("a"))
-    const queued = yield* Effect.forEach(["a", "b", "c"], (t) => Effect.fork(writer.submit(req(t))))
+    const queued = yield* Effect.forEach(["a", "b", "c"], (t) => Effect.forkChild(writer.submit(req(t))))
     yield* waitUntil(Effect.map(writer.queued, (n) => n === 3))
-    const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+    const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
     yield* Effect.sleep(5)
-    const late = yield* Effect.either(writer.submit(req("d")))
-    expect(Either.isLeft(late) && late.left._tag === "WriterClosed").toBe(true)
+    const late = yield* Effect.result(writer.submit(req("d")))
+    expect(Result.isFailure(late) && late.failure._tag === "WriterClosed").toBe(true)
     yield* release
     yield* Fiber.join(closing)
     const seqs = [(yield* Fiber.join(lead)).seq, ...(yield* Effect.forEach(queued, (f) => Effect.map(Fiber.join(f), (r) => r.seq)))]
@@ -236,8 +237,8 @@ const shutdownCase = (backend: Backend) =>
     }).pipe(Effect.provide(stack(backend.open(), new Probe())))
   })
 
-const isTenantLimit = (e: Either.Either<IngestResult, SubmitError>, max: number) =>
-  Either.isLeft(e) && e.left instanceof TenantLimit && e.left.max === max
+const isTenantLimit = (e: Result.Result<IngestResult, SubmitError>, max: number) =>
+  Result.isFailure(e) && e.failure instanceof TenantLimit && e.failure.max === max
 
 describe("Writer", () => {
   it.live("tenant ordinal is assigned once and never reused", () => ordinalCase(memoryBackend()))
@@ -256,7 +257,7 @@ describe("Writer", () => {
           const one = yield* oneBatch(probe, req("a"), [req("a"), req("b"), req("c"), req(null), req("b")])
           expect(one.commits).toBe(1)
           const [a, b, c, dflt, b2] = one.results
-          expect(Either.isRight(a!) && Either.isRight(b!) && Either.isRight(b2!)).toBe(true)
+          expect(Result.isSuccess(a!) && Result.isSuccess(b!) && Result.isSuccess(b2!)).toBe(true)
           expect(isTenantLimit(c!, 2)).toBe(true)
           expect(isTenantLimit(dflt!, 2)).toBe(true)
           yield* expectConsistentTenants(new Set(["a", "b"]))
@@ -264,10 +265,10 @@ describe("Writer", () => {
           const again = yield* oneBatch(probe, req("b"), [req("c"), req("a"), req("b")])
           expect(again.commits).toBe(1)
           expect(isTenantLimit(again.results[0]!, 2)).toBe(true)
-          expect(again.results.slice(1).every(Either.isRight)).toBe(true)
+          expect(again.results.slice(1).every(Result.isSuccess)).toBe(true)
           // Nothing was queued for a refused request: one hook per accepted request.
           // The first submit and the two lead requests, plus each batch's accepted ones.
-          const accepted = 3 + one.results.filter(Either.isRight).length + again.results.filter(Either.isRight).length
+          const accepted = 3 + one.results.filter(Result.isSuccess).length + again.results.filter(Result.isSuccess).length
           expect(yield* hookCount).toBe(accepted)
           expect((yield* countersOf(Counters.AGGREGATE)).pending).toBe(accepted)
         })
@@ -277,7 +278,7 @@ describe("Writer", () => {
         Effect.gen(function* () {
           const writer = yield* Writer
           expect((yield* writer.submit(req("b"))).duplicate).toBe(false)
-          expect(isTenantLimit(yield* Effect.either(writer.submit(req("d"))), 2)).toBe(true)
+          expect(isTenantLimit(yield* Effect.result(writer.submit(req("d"))), 2)).toBe(true)
           yield* expectConsistentTenants(new Set(["a", "b"]))
         })
       )
@@ -295,7 +296,7 @@ describe("Writer", () => {
         const batch = [req("n1"), req("n2", { idempotencyKey: "k" }), req("a"), req("n1")]
         const failed = yield* oneBatch(probe, req("a"), batch, Effect.sync(() => (db.failNextWrite = 1)))
         expect(failed.commits).toBe(1)
-        expect(failed.results.every((r) => Either.isLeft(r) && r.left._tag === "StoreError")).toBe(true)
+        expect(failed.results.every((r) => Result.isFailure(r) && r.failure._tag === "StoreError")).toBe(true)
         // Nothing allocated: no ordinal, no seq, no dedupe key, no counts.
         yield* expectConsistentTenants(new Set(["a"]))
         expect(yield* meta).toEqual({ nextSeq: failed.lead.seq + 1, nextOrd: 2 })
@@ -327,7 +328,7 @@ describe("Writer", () => {
         yield* writer.submit(req("a"))
         expect(woken).toBe(1)
         db.failNextWrite = 1
-        expect(Either.isLeft(yield* Effect.either(writer.submit(req("a"))))).toBe(true)
+        expect(Result.isFailure(yield* Effect.result(writer.submit(req("a"))))).toBe(true)
         expect(woken).toBe(1)
         yield* writer.submit(req("b"))
         expect(woken).toBe(2)
@@ -382,7 +383,7 @@ describe("Writer", () => {
         req("default", { idempotencyKey: "k2" })
       ])
       expect(one.commits).toBe(1)
-      const [a1, a2, b1, d1, d2] = one.results.map((r) => Either.getOrThrow(r))
+      const [a1, a2, b1, d1, d2] = one.results.map((r) => Result.getOrThrow(r))
       expect(a1!.duplicate).toBe(false)
       expect(a2).toEqual({ id: a1!.id, seq: a1!.seq, duplicate: true })
       expect(b1!.duplicate).toBe(false)
@@ -423,11 +424,11 @@ describe("Writer", () => {
     return Effect.gen(function* () {
       const writer = yield* Writer
       const { fiber: lead, release } = yield* holdCommit(writer, probe, req("a"))
-      const queued = yield* Effect.forEach([req("a"), req("b")], (r) => Effect.fork(writer.submit(r)))
+      const queued = yield* Effect.forEach([req("a"), req("b")], (r) => Effect.forkChild(writer.submit(r)))
       yield* waitUntil(Effect.map(writer.queued, (n) => n === 2))
       // By count: the third waiting request is refused without waiting.
-      const refused = yield* Effect.either(writer.submit(req("c")))
-      expect(Either.isLeft(refused) && refused.left._tag === "Overloaded" && refused.left.reason === "requests").toBe(true)
+      const refused = yield* Effect.result(writer.submit(req("c")))
+      expect(Result.isFailure(refused) && refused.failure._tag === "Overloaded" && refused.failure.reason === "requests").toBe(true)
       yield* release
       yield* Fiber.join(lead)
       for (const f of queued) expect((yield* Fiber.join(f)).duplicate).toBe(false)
@@ -441,10 +442,10 @@ describe("Writer", () => {
     return Effect.gen(function* () {
       const writer = yield* Writer
       const { fiber: lead, release } = yield* holdCommit(writer, probe, req("a"))
-      const big = yield* Effect.fork(writer.submit(req("a", { body: Buffer.alloc(64) })))
+      const big = yield* Effect.forkChild(writer.submit(req("a", { body: Buffer.alloc(64) })))
       yield* waitUntil(Effect.map(writer.queued, (n) => n === 1))
-      const refused = yield* Effect.either(writer.submit(req("a", { body: Buffer.alloc(1) })))
-      expect(Either.isLeft(refused) && refused.left._tag === "Overloaded" && refused.left.reason === "bytes").toBe(true)
+      const refused = yield* Effect.result(writer.submit(req("a", { body: Buffer.alloc(1) })))
+      expect(Result.isFailure(refused) && refused.failure._tag === "Overloaded" && refused.failure.reason === "bytes").toBe(true)
       yield* release
       yield* Fiber.join(lead)
       expect((yield* Fiber.join(big)).duplicate).toBe(false)
@@ -496,12 +497,12 @@ describe("Writer", () => {
       yield* writer.submit(req("a"))
       const inside = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
-      const section = yield* Effect.fork(
-        writer.exclusive(Effect.zipRight(Deferred.succeed(inside, undefined), Deferred.await(release)).pipe(Effect.as(probe.writes)))
+      const section = yield* Effect.forkChild(
+        writer.exclusive(Effect.andThen(Deferred.succeed(inside, undefined), Deferred.await(release)).pipe(Effect.as(probe.writes)))
       )
       yield* Deferred.await(inside)
       const writes = probe.writes
-      const pending = yield* Effect.fork(writer.submit(req("b")))
+      const pending = yield* Effect.forkChild(writer.submit(req("b")))
       yield* Effect.sleep(20)
       // The request was taken but its commit waits for the section.
       expect(probe.writes).toBe(writes)
@@ -515,12 +516,12 @@ describe("Writer", () => {
   it.live("a request the store cannot key is refused before it is queued", () =>
     Effect.gen(function* () {
       const writer = yield* Writer
-      const bad = yield* Effect.either(writer.submit(req("a\u0000b")))
-      expect(Either.isLeft(bad) && bad.left._tag === "InvalidIngest").toBe(true)
-      const badKey = yield* Effect.either(writer.submit(req("a", { idempotencyKey: "" })))
-      expect(Either.isLeft(badKey) && badKey.left._tag === "InvalidIngest").toBe(true)
-      const noSinks = yield* Effect.either(writer.submit(req("a", { sinks: [] })))
-      expect(Either.isLeft(noSinks) && noSinks.left._tag === "InvalidIngest").toBe(true)
+      const bad = yield* Effect.result(writer.submit(req("a\u0000b")))
+      expect(Result.isFailure(bad) && bad.failure._tag === "InvalidIngest").toBe(true)
+      const badKey = yield* Effect.result(writer.submit(req("a", { idempotencyKey: "" })))
+      expect(Result.isFailure(badKey) && badKey.failure._tag === "InvalidIngest").toBe(true)
+      const noSinks = yield* Effect.result(writer.submit(req("a", { sinks: [] })))
+      expect(Result.isFailure(noSinks) && noSinks.failure._tag === "InvalidIngest").toBe(true)
       expect(yield* hookCount).toBe(0)
     }).pipe(Effect.provide(stack(layerMemory(), new Probe())))
   )

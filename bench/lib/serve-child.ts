@@ -1,16 +1,16 @@
 /**
- * `ankusa serve` as a real child process (the program `npm start` runs:
- * src/programs/main.ts serve, loaded by tsx), on a given data directory and
- * configuration, for the benches and the crash test. It runs as
- * `node --import tsx …` so that `pid` is the server itself (SIGKILL reaches
- * it, /proc/<pid>/status is its memory). The configuration goes in a JSON
+ * `ankusa serve` as a real child process (what `npm start` runs:
+ * `node bin/ankusa.js serve`, the compiled build in dist/; run `npm run build`
+ * first), on a given data directory and configuration, for the benches and
+ * the crash test. `pid` is the server itself (SIGKILL reaches it,
+ * /proc/<pid>/status is its memory). The configuration goes in a JSON
  * file named by ANKUSA_CONFIG.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 
-/** How long a boot may take before the start is given up (tsx compiles the sources on first load). */
+/** How long a boot may take before the start is given up (a loaded machine, a migration at boot). */
 export const SERVE_START_TIMEOUT_MS = 120_000
 
 export const ROOT = resolve(import.meta.dirname, "..", "..")
@@ -59,7 +59,7 @@ export const startServe = (o: ServeOptions): Promise<ServeChild> => {
   writeFileSync(configFile, JSON.stringify(o.config, null, 2))
   const child = spawn(
     process.execPath,
-    [...extraNodeArgs(), ...(o.nodeArgs ?? []), "--import", "tsx", "src/programs/main.ts", "serve", "--data-dir", o.dataDir, "--port", String(o.port ?? 0)],
+    [...extraNodeArgs(), ...(o.nodeArgs ?? []), "bin/ankusa.js", "serve", "--data-dir", o.dataDir, "--port", String(o.port ?? 0)],
     {
       cwd: ROOT,
       env: { ...process.env, ANKUSA_CONFIG: configFile, ANKUSA_HTTP_PORT: "", ...o.env },

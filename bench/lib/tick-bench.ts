@@ -114,7 +114,7 @@ const measureCell = (tick: Effect.Effect<unknown, StoreError>, store: StoreShape
     }
     const counter = { batches: 0 }
     const started = performance.now()
-    const load = yield* Effect.fork(loadLoop(store, pool, counter))
+    const load = yield* Effect.forkChild(loadLoop(store, pool, counter))
     const rounds: Array<number> = []
     const all: Array<number> = []
     for (let r = 0; r < ROUNDS; r++) {

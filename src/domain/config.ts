@@ -4,7 +4,7 @@
  * and applying environment overrides live in `src/layers/config.ts`.
  * docs/configuration.md lists every key.
  */
-import { Schema } from "effect"
+import { Effect, Schema, SchemaTransformation } from "effect"
 import * as Retry from "./retry-schedule.js"
 import { DEFAULT_TOLERANCE_SECONDS, parseSecret } from "./signature.js"
 import { DEFAULT_MAX_TENANTS, MAX_TENANTS_LIMIT, validTenantId } from "./tenants.js"
@@ -12,33 +12,49 @@ import { DEFAULT_MAX_TENANTS, MAX_TENANTS_LIMIT, validTenantId } from "./tenants
 // ---------------------------------------------------------------------------
 // Building blocks
 
-const int = (min: number, max: number) => Schema.Int.pipe(Schema.between(min, max))
+const int = (min: number, max: number) => Schema.Int.check(Schema.isBetween({ minimum: min, maximum: max }))
+
+/** A key that may be absent (or undefined) and then decodes to `value`. */
+const withDefault = <S extends Schema.Top>(schema: S, value: () => S["Type"]) =>
+  schema.pipe(Schema.withDecodingDefaultType<S>(Effect.sync(value)))
 
 const MiB = 1024 * 1024
 
-const Name = Schema.String.pipe(
-  Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, {
-    message: () => "expected 1 to 64 characters of A-Z a-z 0-9 . _ - (starting with a letter or digit)"
+const Name = Schema.String.check(
+  Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, {
+    message: "expected 1 to 64 characters of A-Z a-z 0-9 . _ - (starting with a letter or digit)"
   })
 )
 
-const TenantId = Schema.String.pipe(
-  Schema.filter((s) => validTenantId(s) || "expected a tenant id: 1 to 256 UTF-8 bytes without NUL")
+const TenantId = Schema.String.check(
+  Schema.makeFilter((s) => validTenantId(s) || "expected a tenant id: 1 to 256 UTF-8 bytes without NUL")
 )
 
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/
+
 /** An HTTP header name (RFC 9110 token). */
-const HeaderKey = Schema.String.pipe(
-  Schema.pattern(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/, { message: () => "expected an HTTP header name" })
-)
+const HeaderKey = Schema.String.check(Schema.isPattern(HEADER_NAME, { message: "expected an HTTP header name" }))
 
 /** A header name as looked up in requests: lower-case. */
 const HeaderName = HeaderKey.pipe(
-  Schema.transform(Schema.String, { strict: true, decode: (s) => s.toLowerCase(), encode: (s) => s })
+  Schema.decodeTo(Schema.String, SchemaTransformation.transform({ decode: (s) => s.toLowerCase(), encode: (s) => s }))
+)
+
+/**
+ * Header name → value. The names are checked here rather than by the record's
+ * key schema, which would skip a key it does not match instead of naming it.
+ */
+const Headers = Schema.Record(Schema.String, Schema.String).check(
+  Schema.makeFilter((h) =>
+    Object.keys(h)
+      .filter((k) => !HEADER_NAME.test(k))
+      .map((k) => ({ path: [k], issue: "expected an HTTP header name" }))
+  )
 )
 
 /** A Standard Webhooks secret: `whsec_` + base64 of at least 16 bytes (the prefix is optional). */
-export const WebhookSecret = Schema.String.pipe(
-  Schema.filter((s) => {
+export const WebhookSecret = Schema.String.check(
+  Schema.makeFilter((s) => {
     const key = parseSecret(s)
     if (key === undefined) return "expected whsec_<base64>"
     return key.length >= 16 || "expected a secret of at least 16 bytes (whsec_<base64>)"
@@ -48,8 +64,8 @@ export const WebhookSecret = Schema.String.pipe(
 /** The placeholder a sink URL may start with: the gateway's own bound origin, resolved at boot. */
 export const SELF = "{self}"
 
-const SinkUrl = Schema.String.pipe(
-  Schema.filter((s) => {
+const SinkUrl = Schema.String.check(
+  Schema.makeFilter((s) => {
     const u = s.startsWith(SELF + "/") ? "http://self" + s.slice(SELF.length) : s
     try {
       const p = new URL(u)
@@ -60,32 +76,32 @@ const SinkUrl = Schema.String.pipe(
   })
 )
 
-const LogLevel = Schema.Literal("trace", "debug", "info", "warning", "error", "fatal", "none")
+const LogLevel = Schema.Literals(["trace", "debug", "info", "warning", "error", "fatal", "none"])
 export type LogLevel = typeof LogLevel.Type
 
 // ---------------------------------------------------------------------------
 // Sources
 
 /** A fixed tenant id, or `{header}`: a shared source takes the tenant from each request. */
-export const TenantRule = Schema.Union(TenantId, Schema.Struct({ header: HeaderName }))
+export const TenantRule = Schema.Union([TenantId, Schema.Struct({ header: HeaderName })])
 export type TenantRule = typeof TenantRule.Type
 
-export const Verification = Schema.Union(
+export const Verification = Schema.Union([
   Schema.Literal("none"),
   Schema.Struct({
     type: Schema.Literal("standard-webhooks"),
     secret: WebhookSecret,
     /** Accepted distance between `webhook-timestamp` and our clock. */
-    toleranceSeconds: Schema.optionalWith(int(1, 3_600), { default: () => DEFAULT_TOLERANCE_SECONDS })
+    toleranceSeconds: withDefault(int(1, 3_600), () => DEFAULT_TOLERANCE_SECONDS)
   })
-)
+])
 export type Verification = typeof Verification.Type
 
 export const Source = Schema.Struct({
   id: Name,
-  tenant: Schema.optionalWith(TenantRule, { default: () => "default" }),
-  verification: Schema.optionalWith(Verification, { default: () => "none" as const }),
-  routes: Schema.Array(Name).pipe(Schema.minItems(1), Schema.maxItems(64))
+  tenant: withDefault(TenantRule, () => "default"),
+  verification: withDefault(Verification, () => "none" as const),
+  routes: Schema.Array(Name).check(Schema.isMinLength(1), Schema.isMaxLength(64))
 })
 export type Source = typeof Source.Type
 
@@ -95,27 +111,23 @@ export type Source = typeof Source.Type
 /** Field names follow `RetrySchedule` (src/domain/retry-schedule.ts); docs/delivery.md explains them. */
 export const SinkRetry = Schema.Struct({
   /** Wait after each failed attempt (ms); attempts = length + 1, then the row is dead-lettered. */
-  delaysMs: Schema.optionalWith(Schema.Array(int(0, 7 * 24 * 3_600_000)).pipe(Schema.maxItems(100)), {
-    default: () => Retry.DEFAULT_DELAYS_MS
-  }),
+  delaysMs: withDefault(Schema.Array(int(0, 7 * 24 * 3_600_000)).check(Schema.isMaxLength(100)), () => Retry.DEFAULT_DELAYS_MS),
   /** Uniform jitter as a fraction of each delay (0.2 = ±20%). */
-  jitter: Schema.optionalWith(Schema.Number.pipe(Schema.greaterThanOrEqualTo(0), Schema.lessThan(1)), {
-    default: () => Retry.DEFAULT_JITTER
-  }),
+  jitter: withDefault(Schema.Number.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThan(1)), () => Retry.DEFAULT_JITTER),
   /** Upper bound on a sink's `Retry-After`. */
-  maxRetryAfterMs: Schema.optionalWith(int(0, 7 * 24 * 3_600_000), { default: () => Retry.DEFAULT_MAX_RETRY_AFTER_MS })
+  maxRetryAfterMs: withDefault(int(0, 7 * 24 * 3_600_000), () => Retry.DEFAULT_MAX_RETRY_AFTER_MS)
 })
 export type SinkRetry = typeof SinkRetry.Type
 
 export const Sink = Schema.Struct({
   name: Name,
   url: SinkUrl,
-  timeoutMs: Schema.optionalWith(int(100, 300_000), { default: () => 10_000 }),
-  headers: Schema.optionalWith(Schema.Record({ key: HeaderKey, value: Schema.String }), { default: () => ({}) }),
+  timeoutMs: withDefault(int(100, 300_000), () => 10_000),
+  headers: withDefault(Headers, () => ({})),
   /** Signs deliveries with Standard Webhooks headers when present. */
   secret: Schema.optional(WebhookSecret),
-  concurrency: Schema.optionalWith(int(1, 1_024), { default: () => 16 }),
-  retry: Schema.optionalWith(SinkRetry, { default: () => Retry.defaultSchedule })
+  concurrency: withDefault(int(1, 1_024), () => 16),
+  retry: withDefault(SinkRetry, () => Retry.defaultSchedule)
 })
 export type Sink = typeof Sink.Type
 
@@ -124,9 +136,9 @@ export type Sink = typeof Sink.Type
 
 export const AdminToken = Schema.Struct({
   name: Name,
-  token: Schema.String.pipe(Schema.minLength(16, { message: () => "expected a token of at least 16 characters" })),
+  token: Schema.String.check(Schema.isMinLength(16, { message: "expected a token of at least 16 characters" })),
   /** "*" (every tenant) or the tenants this token may see and touch. */
-  tenants: Schema.Union(Schema.Literal("*"), Schema.Array(TenantId).pipe(Schema.minItems(1)))
+  tenants: Schema.Union([Schema.Literal("*"), Schema.Array(TenantId).check(Schema.isMinLength(1))])
 })
 export type AdminToken = typeof AdminToken.Type
 
@@ -134,31 +146,31 @@ export type AdminToken = typeof AdminToken.Type
 // Settings
 
 const Http = Schema.Struct({
-  host: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1)), { default: () => "127.0.0.1" }),
+  host: withDefault(Schema.String.check(Schema.isMinLength(1)), () => "127.0.0.1"),
   /** 0 picks a free port (logged at start). */
-  port: Schema.optionalWith(int(0, 65_535), { default: () => 8080 }),
+  port: withDefault(int(0, 65_535), () => 8080),
   /** Serve `POST /_demo/sink` (answers 204 and logs), the default demo sink. */
-  demoSink: Schema.optionalWith(Schema.Boolean, { default: () => true })
+  demoSink: withDefault(Schema.Boolean, () => true)
 })
 
 const Ingest = Schema.Struct({
-  maxBodyBytes: Schema.optionalWith(int(1, 64 * MiB), { default: () => MiB })
+  maxBodyBytes: withDefault(int(1, 64 * MiB), () => MiB)
 })
 
 const Dedupe = Schema.Struct({
-  windowMs: Schema.optionalWith(int(1_000, 30 * 24 * 3_600_000), { default: () => 24 * 3_600_000 })
+  windowMs: withDefault(int(1_000, 30 * 24 * 3_600_000), () => 24 * 3_600_000)
 })
 
 const Tenants = Schema.Struct({
-  max: Schema.optionalWith(int(1, MAX_TENANTS_LIMIT), { default: () => DEFAULT_MAX_TENANTS })
+  max: withDefault(int(1, MAX_TENANTS_LIMIT), () => DEFAULT_MAX_TENANTS)
 })
 
 const Gauges = Schema.Struct({
-  intervalMs: Schema.optionalWith(int(1_000, 3_600_000), { default: () => 15_000 })
+  intervalMs: withDefault(int(1_000, 3_600_000), () => 15_000)
 })
 
 const Log = Schema.Struct({
-  level: Schema.optionalWith(LogLevel, { default: () => "info" as const })
+  level: withDefault(LogLevel, () => "info" as const)
 })
 
 const DAY = 24 * 3_600_000
@@ -166,102 +178,102 @@ const GiB = 1024 * MiB
 
 /** Passed to the Archive (src/layers/archive.ts `ArchiveOptions`). */
 const Archive = Schema.Struct({
-  enabled: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  enabled: withDefault(Schema.Boolean, () => false),
   /** Obligations of hooks received longer ago than this are dropped unwritten (counted). */
-  retentionMs: Schema.optionalWith(int(60_000, 365 * DAY), { default: () => 7 * DAY }),
+  retentionMs: withDefault(int(60_000, 365 * DAY), () => 7 * DAY),
   /** A segment past this size is closed. */
-  segmentBytes: Schema.optionalWith(int(MiB, 4 * GiB), { default: () => 64 * MiB })
+  segmentBytes: withDefault(int(MiB, 4 * GiB), () => 64 * MiB)
 })
 
 /** Passed to the Quarantine (src/layers/quarantine.ts `QuarantineOptions`). */
 const QuarantineSettings = Schema.Struct({
   /** Records kept at most; past it the oldest are dropped. 0 keeps none (failures are only refused). */
-  maxCount: Schema.optionalWith(int(0, 10_000_000), { default: () => 10_000 }),
+  maxCount: withDefault(int(0, 10_000_000), () => 10_000),
   /** Bytes kept at most (key + value of every record). */
-  maxBytes: Schema.optionalWith(int(1_024, 16 * GiB), { default: () => 64 * MiB }),
-  retentionMs: Schema.optionalWith(int(60_000, 365 * DAY), { default: () => 7 * DAY })
+  maxBytes: withDefault(int(1_024, 16 * GiB), () => 64 * MiB),
+  retentionMs: withDefault(int(60_000, 365 * DAY), () => 7 * DAY)
 })
 
 /** Passed to the Audit service (src/layers/audit.ts `AuditOptions`). */
 const AuditSettings = Schema.Struct({
-  retentionMs: Schema.optionalWith(int(DAY, 3_650 * DAY), { default: () => 90 * DAY })
+  retentionMs: withDefault(int(DAY, 3_650 * DAY), () => 90 * DAY)
 })
 
 /** Passed to the DLQ ceiling (src/layers/dlq-ceiling.ts `DlqCeilingOptions`). */
 const Dlq = Schema.Struct({
   /** Dead rows kept at most (the `dead` counter); past it the oldest are dropped (counted). */
-  maxRows: Schema.optionalWith(int(1, 1_000_000_000), { default: () => 1_000_000 }),
+  maxRows: withDefault(int(1, 1_000_000_000), () => 1_000_000),
   /** Queue bytes (the `bytes` counter) past which the oldest dead rows are shed. */
-  maxBytes: Schema.optionalWith(int(MiB, 1_024 * GiB), { default: () => 8 * GiB })
+  maxBytes: withDefault(int(MiB, 1_024 * GiB), () => 8 * GiB)
 })
 
 const Admin = Schema.Struct({
   /** Rows per page of `GET /v1/dlq` when `limit` is not given, and its ceiling. */
-  dlqPageDefault: Schema.optionalWith(int(1, 1_000), { default: () => 100 }),
-  dlqPageMax: Schema.optionalWith(int(1, 1_000), { default: () => 1_000 }),
+  dlqPageDefault: withDefault(int(1, 1_000), () => 100),
+  dlqPageMax: withDefault(int(1, 1_000), () => 1_000),
   /** Dead rows examined per synced batch of a replay. */
-  replayChunk: Schema.optionalWith(int(1, 10_000), { default: () => 500 }),
+  replayChunk: withDefault(int(1, 10_000), () => 500),
   /** Most rows one replay request revives (the answer says whether more remain). */
-  replayMax: Schema.optionalWith(int(1, 10_000_000), { default: () => 100_000 }),
+  replayMax: withDefault(int(1, 10_000_000), () => 100_000),
   /** Most dead rows one replay request examines (filters may match few of them). */
-  replayScanMax: Schema.optionalWith(int(1, 100_000_000), { default: () => 1_000_000 }),
+  replayScanMax: withDefault(int(1, 100_000_000), () => 1_000_000),
   /** Synced chunks (500 rows each) one purge request runs at most; the answer says whether more remain. */
-  purgeMaxChunks: Schema.optionalWith(int(1, 1_000_000), { default: () => 200 })
+  purgeMaxChunks: withDefault(int(1, 1_000_000), () => 200)
 })
 
 /** Passed to the Writer (src/layers/writer.ts `WriterOptions`); ranges are its `Ranges`, defaults its `Defaults`. */
 const Writer = Schema.Struct({
   /** Requests per synced commit. */
-  maxBatch: Schema.optionalWith(int(1, 4_096), { default: () => 256 }),
+  maxBatch: withDefault(int(1, 4_096), () => 256),
   /** Body bytes per commit (a single larger request still commits alone). */
-  maxBatchBytes: Schema.optionalWith(int(1, 256 * MiB), { default: () => 16 * MiB }),
+  maxBatchBytes: withDefault(int(1, 256 * MiB), () => 16 * MiB),
   /** How long a batch that is not full waits for more requests. */
-  lingerMs: Schema.optionalWith(int(0, 100), { default: () => 0 }),
+  lingerMs: withDefault(int(0, 100), () => 0),
   /** Requests waiting for the Writer; past it, 503 unavailable. */
-  queueCapacity: Schema.optionalWith(int(1, 1_048_576), { default: () => 4_096 }),
+  queueCapacity: withDefault(int(1, 1_048_576), () => 4_096),
   /** Body bytes waiting for the Writer; past it, 503 unavailable. */
-  queueBytes: Schema.optionalWith(int(1, 4_096 * MiB), { default: () => 64 * MiB })
+  queueBytes: withDefault(int(1, 4_096 * MiB), () => 64 * MiB)
 })
 
 /** Passed to the Pipeline (src/layers/pipeline.ts `PipelineOptions`); ranges are its `Ranges`, defaults its `Defaults`. */
 const Pipeline = Schema.Struct({
   /** Dispatch tick period. */
-  tickMs: Schema.optionalWith(int(1, 60_000), { default: () => 100 }),
+  tickMs: withDefault(int(1, 60_000), () => 100),
   /** Rows claimed per tick at most, across tenants. */
-  claimLimit: Schema.optionalWith(int(1, 100_000), { default: () => 1_000 }),
+  claimLimit: withDefault(int(1, 100_000), () => 1_000),
   /** Bytes claimed per tick at most (a tenant's first row is taken even past it). */
-  claimBytes: Schema.optionalWith(int(1, 1_024 * MiB), { default: () => 64 * MiB }),
+  claimBytes: withDefault(int(1, 1_024 * MiB), () => 64 * MiB),
   /** Rows claimed and not yet settled, across sinks. */
-  maxInflight: Schema.optionalWith(int(1, 100_000), { default: () => 256 }),
+  maxInflight: withDefault(int(1, 100_000), () => 256),
   /** Active tenants one tick looks at. */
-  activeTenants: Schema.optionalWith(int(1, 100_000), { default: () => 4_096 }),
+  activeTenants: withDefault(int(1, 100_000), () => 4_096),
   /** Outcomes committed together in one write at most. */
-  commitBatch: Schema.optionalWith(int(1, 10_000), { default: () => 256 }),
+  commitBatch: withDefault(int(1, 10_000), () => 256),
   /** Shutdown: how long inflight sink calls may finish before their rows are left to boot recovery. */
-  graceMs: Schema.optionalWith(int(0, 600_000), { default: () => 10_000 })
+  graceMs: withDefault(int(0, 600_000), () => 10_000)
 })
 
 // ---------------------------------------------------------------------------
 // The whole file
 
 const Fields = Schema.Struct({
-  sources: Schema.optionalWith(Schema.Array(Source), { default: () => DEFAULT_SOURCES }),
-  sinks: Schema.optionalWith(Schema.Array(Sink), { default: () => DEFAULT_SINKS }),
-  adminTokens: Schema.optionalWith(Schema.Array(AdminToken), { default: () => [] }),
-  http: Schema.optionalWith(Http, { default: () => Schema.decodeSync(Http)({}) }),
-  dataDir: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1)), { default: () => "./data" }),
-  ingest: Schema.optionalWith(Ingest, { default: () => Schema.decodeSync(Ingest)({}) }),
-  dedupe: Schema.optionalWith(Dedupe, { default: () => Schema.decodeSync(Dedupe)({}) }),
-  tenants: Schema.optionalWith(Tenants, { default: () => Schema.decodeSync(Tenants)({}) }),
-  gauges: Schema.optionalWith(Gauges, { default: () => Schema.decodeSync(Gauges)({}) }),
-  log: Schema.optionalWith(Log, { default: () => Schema.decodeSync(Log)({}) }),
-  archive: Schema.optionalWith(Archive, { default: () => Schema.decodeSync(Archive)({}) }),
-  quarantine: Schema.optionalWith(QuarantineSettings, { default: () => Schema.decodeSync(QuarantineSettings)({}) }),
-  audit: Schema.optionalWith(AuditSettings, { default: () => Schema.decodeSync(AuditSettings)({}) }),
-  dlq: Schema.optionalWith(Dlq, { default: () => Schema.decodeSync(Dlq)({}) }),
-  admin: Schema.optionalWith(Admin, { default: () => Schema.decodeSync(Admin)({}) }),
-  writer: Schema.optionalWith(Writer, { default: () => Schema.decodeSync(Writer)({}) }),
-  pipeline: Schema.optionalWith(Pipeline, { default: () => Schema.decodeSync(Pipeline)({}) })
+  sources: withDefault(Schema.Array(Source), () => DEFAULT_SOURCES),
+  sinks: withDefault(Schema.Array(Sink), () => DEFAULT_SINKS),
+  adminTokens: withDefault(Schema.Array(AdminToken), () => []),
+  http: withDefault(Http, () => Schema.decodeSync(Http)({})),
+  dataDir: withDefault(Schema.String.check(Schema.isMinLength(1)), () => "./data"),
+  ingest: withDefault(Ingest, () => Schema.decodeSync(Ingest)({})),
+  dedupe: withDefault(Dedupe, () => Schema.decodeSync(Dedupe)({})),
+  tenants: withDefault(Tenants, () => Schema.decodeSync(Tenants)({})),
+  gauges: withDefault(Gauges, () => Schema.decodeSync(Gauges)({})),
+  log: withDefault(Log, () => Schema.decodeSync(Log)({})),
+  archive: withDefault(Archive, () => Schema.decodeSync(Archive)({})),
+  quarantine: withDefault(QuarantineSettings, () => Schema.decodeSync(QuarantineSettings)({})),
+  audit: withDefault(AuditSettings, () => Schema.decodeSync(AuditSettings)({})),
+  dlq: withDefault(Dlq, () => Schema.decodeSync(Dlq)({})),
+  admin: withDefault(Admin, () => Schema.decodeSync(Admin)({})),
+  writer: withDefault(Writer, () => Schema.decodeSync(Writer)({})),
+  pipeline: withDefault(Pipeline, () => Schema.decodeSync(Pipeline)({}))
 })
 
 const duplicates = <A>(items: ReadonlyArray<A>, key: (a: A) => string, at: (i: number) => ReadonlyArray<PropertyKey>, what: string) => {
@@ -269,15 +281,15 @@ const duplicates = <A>(items: ReadonlyArray<A>, key: (a: A) => string, at: (i: n
   const out: Array<Schema.FilterIssue> = []
   items.forEach((a, i) => {
     const k = key(a)
-    if (seen.has(k)) out.push({ path: at(i), message: `duplicate ${what} ${JSON.stringify(k)}` })
+    if (seen.has(k)) out.push({ path: at(i), issue: `duplicate ${what} ${JSON.stringify(k)}` })
     seen.add(k)
   })
   return out
 }
 
 /** Cross-references: unique names, routes that name a configured sink. */
-export const Config = Fields.pipe(
-  Schema.filter((c) => {
+export const Config = Fields.check(
+  Schema.makeFilter((c) => {
     const sinkNames = new Set(c.sinks.map((s) => s.name))
     const issues: Array<Schema.FilterIssue> = [
       ...duplicates(c.sources, (s) => s.id, (i) => ["sources", i, "id"], "source id"),
@@ -287,14 +299,14 @@ export const Config = Fields.pipe(
     ]
     c.sources.forEach((s, i) =>
       s.routes.forEach((r, j) => {
-        if (!sinkNames.has(r)) issues.push({ path: ["sources", i, "routes", j], message: `no sink named ${JSON.stringify(r)}` })
+        if (!sinkNames.has(r)) issues.push({ path: ["sources", i, "routes", j], issue: `no sink named ${JSON.stringify(r)}` })
       })
     )
     c.sources.forEach((s, i) => {
-      if (new Set(s.routes).size !== s.routes.length) issues.push({ path: ["sources", i, "routes"], message: "a sink is listed twice" })
+      if (new Set(s.routes).size !== s.routes.length) issues.push({ path: ["sources", i, "routes"], issue: "a sink is listed twice" })
     })
     if (c.admin.dlqPageDefault > c.admin.dlqPageMax) {
-      issues.push({ path: ["admin", "dlqPageDefault"], message: "must not exceed admin.dlqPageMax" })
+      issues.push({ path: ["admin", "dlqPageDefault"], issue: "must not exceed admin.dlqPageMax" })
     }
     return issues
   })
@@ -322,7 +334,11 @@ export const DEFAULT_SINKS: ReadonlyArray<Sink> = [
   }
 ]
 
-export const decode = Schema.decodeUnknownEither(Config, { errors: "all", onExcessProperty: "error" })
+/**
+ * Every issue, an unknown key refused, and the rejected value kept on each
+ * issue so that a message can show it (src/layers/config.ts formats them).
+ */
+export const decode = Schema.decodeUnknownResult(Config, { errors: "all", onExcessProperty: "error", reportInput: true })
 
 /** The default configuration (no file, no environment). */
 export const defaults: Config = Schema.decodeUnknownSync(Config)({})

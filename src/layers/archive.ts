@@ -12,7 +12,7 @@
  * (and, with the archive off, every leftover obligation once old enough).
  */
 import * as path from "node:path"
-import { Clock, Context, Duration, Effect, Layer, Metric, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Metric, Schedule, Semaphore } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import { decodeEnvelope } from "../domain/envelope.js"
 import * as K from "../domain/keys.js"
@@ -63,8 +63,8 @@ export interface ArchiveOptions {
   /** Most obligations read per step. */
   readonly chunk: number
   /** Obligations of hooks received longer ago than this are dropped unwritten (counted). */
-  readonly retention: Duration.DurationInput
-  readonly compactInterval: Duration.DurationInput
+  readonly retention: Duration.Input
+  readonly compactInterval: Duration.Input
 }
 
 export const ArchiveDefaults: Omit<ArchiveOptions, "dir"> = {
@@ -104,7 +104,7 @@ export interface ArchiveShape {
   readonly dir: string
 }
 
-export class Archive extends Context.Tag("ankusa/Archive")<Archive, ArchiveShape>() {}
+export class Archive extends Context.Service<Archive, ArchiveShape>()("ankusa/Archive") {}
 
 const CURSOR_KEY = K.Meta.cursor("archive")
 const DATA = K.familyDataRange(K.Families.archive)
@@ -146,7 +146,7 @@ export const repairArchive = (store: StoreShape, dir: string) =>
     }
     if (cursor !== undefined && cursor.segmentEnd > 0) {
       const sp = segmentPath(dir, cursor.segment)
-      const seg = yield* readAll(sp).pipe(Effect.catchAll(() => Effect.succeed(Buffer.alloc(0))))
+      const seg = yield* readAll(sp).pipe(Effect.catch(() => Effect.succeed(Buffer.alloc(0))))
       if (seg.length > cursor.segmentEnd) {
         yield* Effect.logWarning("archive: cutting a segment's uncommitted tail", { segment: sp, committed: cursor.segmentEnd, size: seg.length })
         yield* truncate(sp, cursor.segmentEnd)
@@ -175,7 +175,7 @@ export const repairArchive = (store: StoreShape, dir: string) =>
       }
       // The index: cut to its committed end; rebuild from the segment if it does not match it.
       const ip = indexPath(dir, cursor.segment)
-      const idx = yield* readAll(ip).pipe(Effect.catchAll(() => Effect.succeed(Buffer.alloc(0))))
+      const idx = yield* readAll(ip).pipe(Effect.catch(() => Effect.succeed(Buffer.alloc(0))))
       let indexEnd = cursor.indexEnd
       const iscan = scanFrames(idx.subarray(0, cursor.indexEnd), INDEX_MAGIC)
       const entries = iscan.frames.flatMap((f) => decodeIndex(f.payload))
@@ -199,8 +199,8 @@ export const repairArchive = (store: StoreShape, dir: string) =>
       }
     }
     yield* syncDir(dir)
-    if (repaired > 0) yield* Metric.incrementBy(archiveRepairs, repaired)
-    if (lost > 0) yield* Metric.incrementBy(archiveFramesLost, lost)
+    if (repaired > 0) yield* Metric.update(archiveRepairs, repaired)
+    if (lost > 0) yield* Metric.update(archiveFramesLost, lost)
     return { cursor, report: { repaired, lost } }
   })
 
@@ -222,7 +222,7 @@ export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }
     const retentionMs = Duration.toMillis(o.retention)
     const start = yield* repairArchive(store, o.dir)
     let cursor = start.cursor
-    const lock = yield* Effect.makeSemaphore(1)
+    const lock = yield* Semaphore.make(1)
 
     /** Append one block; returns the cursor that covers it (not yet committed). */
     const append = (hooks: ReadonlyArray<ArchivedHook>) =>
@@ -298,11 +298,11 @@ export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }
         yield* store.write(Deliveries.batch(settle, extra), { sync: true })
         cursor = next
         if (write.length > 0) {
-          yield* Metric.increment(archiveCompactions)
-          yield* Metric.incrementBy(archiveHooks, write.length)
+          yield* Metric.update(archiveCompactions, 1)
+          yield* Metric.update(archiveHooks, write.length)
         }
-        if (old > 0) yield* Metric.incrementBy(withReason(archiveDropped, "retention"), old)
-        if (missing > 0) yield* Metric.incrementBy(withReason(archiveDropped, "missing"), missing)
+        if (old > 0) yield* Metric.update(withReason(archiveDropped, "retention"), old)
+        if (missing > 0) yield* Metric.update(withReason(archiveDropped, "missing"), missing)
         return { archived: write.length, dropped: old + missing, idle }
       })
     )
@@ -333,11 +333,11 @@ export const layer = (options: Partial<ArchiveOptions> & { readonly dir: string 
 
 /** The compactor: drains what is due every `compactInterval`; a scoped fiber, interrupted at shutdown. */
 export const layerCompactor = (options: Partial<Pick<ArchiveOptions, "compactInterval">> = {}): Layer.Layer<never, never, Archive> =>
-  Layer.scopedDiscard(
+  Layer.effectDiscard(
     Effect.gen(function* () {
       const archive = yield* Archive
       yield* archive.drain.pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("archive compaction failed", cause)),
+        Effect.catchCause((cause) => Effect.logWarning("archive compaction failed", cause)),
         Effect.repeat(Schedule.spaced(options.compactInterval ?? ArchiveDefaults.compactInterval)),
         Effect.forkScoped
       )

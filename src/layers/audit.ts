@@ -13,9 +13,9 @@ import { Store, type StoreError } from "./store.js"
 
 export interface AuditOptions {
   /** Rows older than this are pruned. */
-  readonly retention: Duration.DurationInput
+  readonly retention: Duration.Input
   /** How often the pruner runs. */
-  readonly pruneInterval: Duration.DurationInput
+  readonly pruneInterval: Duration.Input
   /** Rows deleted per pruning batch (one unsynced batch each). */
   readonly pruneChunk: number
   /** Most rows a list call examines (scope filtering can skip rows); it then answers with a cursor. */
@@ -56,7 +56,7 @@ export interface AuditShape {
   readonly prune: Effect.Effect<number, StoreError>
 }
 
-export class Audit extends Context.Tag("ankusa/Audit")<Audit, AuditShape>() {}
+export class Audit extends Context.Service<Audit, AuditShape>()("ankusa/Audit") {}
 
 const DATA = familyDataRange(Families.audit)
 
@@ -121,7 +121,7 @@ export const make = (options: Partial<AuditOptions> = {}) =>
         }
         if (stop || old.length === 0) break
       }
-      if (pruned > 0) yield* Metric.incrementBy(auditPruned, pruned)
+      if (pruned > 0) yield* Metric.update(auditPruned, pruned)
       return pruned
     })
 
@@ -135,19 +135,19 @@ export const make = (options: Partial<AuditOptions> = {}) =>
  * wants to see.
  */
 export const audited = <A, E, R>(entry: AuditEntry, action: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R | Audit> =>
-  Effect.flatMap(Audit, (audit) => Effect.zipRight(audit.record(entry), action))
+  Effect.flatMap(Audit, (audit) => Effect.andThen(audit.record(entry), action))
 
 export const layer = (options: Partial<AuditOptions> = {}): Layer.Layer<Audit, StoreError, Store> =>
   Layer.effect(Audit, make(options))
 
 /** The retention pruner: a scoped fiber, interrupted at shutdown. */
 export const layerPruner = (options: Partial<AuditOptions> = {}): Layer.Layer<never, never, Audit> =>
-  Layer.scopedDiscard(
+  Layer.effectDiscard(
     Effect.gen(function* () {
       const audit = yield* Audit
       const every = options.pruneInterval ?? AuditDefaults.pruneInterval
       yield* audit.prune.pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("audit prune failed", cause)),
+        Effect.catchCause((cause) => Effect.logWarning("audit prune failed", cause)),
         Effect.repeat(Schedule.spaced(every)),
         Effect.forkScoped
       )

@@ -8,7 +8,7 @@
  * Sentinel-checked walks, one chunk of rows and one batch of point reads at
  * a time; differences kept up to `CHECK_MAX_DIFFERENCES` (the rest counted).
  */
-import { Chunk, Effect, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import * as K from "../domain/keys.js"
 import { CHECK_CHUNK, CHECK_MAX_DIFFERENCES } from "./check.js"
 import type { StoreError, StoreShape } from "./store.js"
@@ -52,7 +52,7 @@ export const checkLifecycle = (store: StoreShape): Effect.Effect<LifecycleReport
         Stream.grouped(CHECK_CHUNK),
         Stream.runForEach((c) => {
           const seqs: Array<number> = []
-          for (const e of Chunk.toReadonlyArray(c)) {
+          for (const e of c) {
             try {
               seqs.push(decode(e.key))
             } catch (err) {

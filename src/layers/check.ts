@@ -8,7 +8,7 @@
  * Memory: one counter record per tenant and one chunk of rows at a time;
  * differences are kept up to `CHECK_MAX_DIFFERENCES` (the total is counted).
  */
-import { Chunk, Effect, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import * as Counters from "../domain/counters.js"
 import * as Deliveries from "../domain/deliveries.js"
 import * as K from "../domain/keys.js"
@@ -95,8 +95,7 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
     const walk = (family: K.Family, f: (chunk: ReadonlyArray<Entry>) => Effect.Effect<void, StoreError>) =>
       familyRows(store, family, { chunk: CHECK_CHUNK }).pipe(
         Stream.grouped(CHECK_CHUNK),
-        Stream.runForEach((c) => {
-          const chunk = Chunk.toReadonlyArray(c)
+        Stream.runForEach((chunk) => {
           rows[family.name] = (rows[family.name] ?? 0) + chunk.length
           return f(chunk)
         }),

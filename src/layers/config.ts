@@ -5,7 +5,7 @@
  * refused at start with a message naming the key (`config error at
  * sinks[0].url: ...`). docs/configuration.md lists every key and variable.
  */
-import { Context, Data, Effect, Either, Layer, ParseResult } from "effect"
+import { Context, Data, Effect, Layer, Result, SchemaAST, SchemaIssue } from "effect"
 import { readFileSync } from "node:fs"
 import { extname } from "node:path"
 import YAML from "yaml"
@@ -14,7 +14,7 @@ import * as Cfg from "../domain/config.js"
 export class ConfigError extends Data.TaggedError("ConfigError")<{ readonly message: string }> {}
 
 /** The effective configuration of this process. */
-export class Configuration extends Context.Tag("ankusa/Configuration")<Configuration, Cfg.Config>() {}
+export class Configuration extends Context.Service<Configuration, Cfg.Config>()("ankusa/Configuration") {}
 
 type Kind = "string" | "number" | "boolean"
 
@@ -44,6 +44,7 @@ export interface LoadOptions {
   /** CLI flags, applied last. */
   readonly dataDir?: string | undefined
   readonly port?: number | undefined
+  readonly logLevel?: Cfg.LogLevel | undefined
 }
 
 // Environment strings are converted only when they look right; anything else is
@@ -89,19 +90,79 @@ const readFile = (file: string): Effect.Effect<unknown, ConfigError> =>
     )
   )
 
+interface Problem {
+  readonly path: ReadonlyArray<PropertyKey>
+  readonly message: string
+}
+
+// The rejected value, as the decode kept it (`reportInput`); never shown for an unknown key.
+const actual = (issue: SchemaIssue.Issue): string =>
+  SchemaIssue.hasInput(issue) ? `, actual ${formatValue(issue.input)}` : ""
+
+const formatValue = (u: unknown): string => {
+  try {
+    return JSON.stringify(u) ?? String(u)
+  } catch {
+    return String(u)
+  }
+}
+
+// The members a value may take, without the `undefined` that an optional key adds.
+const members = (ast: SchemaAST.AST): ReadonlyArray<SchemaAST.AST> =>
+  SchemaAST.isUnion(ast) ? ast.types.flatMap(members) : SchemaAST.isUndefined(ast) ? [] : [ast]
+
+/** What a type expects, without the value (`Expected number`). */
+const expected = (ast: SchemaAST.AST): string => SchemaIssue.defaultLeafHook(new SchemaIssue.InvalidType(ast))
+
+/** A value no member of a union took, in one line: `expected one of a, b, c` for words, else `Expected string | object`. */
+const unionMessage = (union: SchemaAST.Union): string => {
+  const all = members(union)
+  if (all.length > 0 && all.every(SchemaAST.isLiteral)) return `expected one of ${all.map((m) => String(m.literal)).join(", ")}`
+  return `Expected ${all.map((m) => expected(m).replace(/^Expected /, "")).join(" | ")}`
+}
+
+/** The issue tree as one problem per bad key. */
+const problems = (issue: SchemaIssue.Issue, path: ReadonlyArray<PropertyKey>): ReadonlyArray<Problem> => {
+  switch (issue._tag) {
+    case "Pointer":
+      return problems(issue.issue, [...path, ...issue.path])
+    case "Encoding":
+      return problems(issue.issue, path)
+    case "Composite":
+      return issue.issues.flatMap((i) => problems(i, path))
+    case "AnyOf": {
+      if (issue.issues.length > 0) return issue.issues.flatMap((i) => problems(i, path))
+      return [{ path, message: `${unionMessage(issue.ast)}${actual(issue)}` }]
+    }
+    case "Filter": {
+      // A filter of ours says what it wants; a built-in one (a range, a length) is `Expected <range>`.
+      const own = issue.filter.annotations?.message ?? (issue.issue._tag === "InvalidValue" ? issue.issue.annotations?.message : undefined)
+      if (typeof own === "string") return [{ path, message: own }]
+      if (issue.issue._tag !== "InvalidValue") return problems(issue.issue, path)
+      return [{ path, message: `Expected ${issue.filter.annotations?.expected ?? "a valid value"}${actual(issue)}` }]
+    }
+    case "InvalidValue": {
+      const own = issue.annotations?.message
+      return [{ path, message: typeof own === "string" ? own : `Invalid value${actual(issue)}` }]
+    }
+    case "InvalidType":
+      return [{ path, message: `${expected(issue.ast)}${actual(issue)}` }]
+    case "MissingKey":
+      return [{ path, message: "is missing" }]
+    case "UnexpectedKey": {
+      const keys = SchemaAST.isObjects(issue.ast) ? issue.ast.propertySignatures.map((p) => JSON.stringify(String(p.name))) : []
+      return [{ path, message: keys.length === 0 ? "is unexpected" : `is unexpected, expected: ${keys.join(" | ")}` }]
+    }
+    case "OneOf":
+    case "Forbidden":
+      return [{ path, message: SchemaIssue.defaultLeafHook(issue) }]
+  }
+}
+
 /** Formats a decode failure: one line per issue, the key first, the variable that set it if any. */
-const formatIssues = (error: ParseResult.ParseError, origin: ReadonlyMap<string, string>, file: string | undefined): string => {
-  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-  // `optionalWith` unions with undefined; its "Expected undefined" twin of a real issue is noise.
-  const real = issues.filter(
-    (i) =>
-      !(
-        i.message.startsWith("Expected undefined") &&
-        issues.some((o) => o !== i && o.path.length >= i.path.length && i.path.every((p, k) => o.path[k] === p) && !o.message.startsWith("Expected undefined"))
-      )
-  )
+const formatIssues = (issue: SchemaIssue.Issue, origin: ReadonlyMap<string, string>, file: string | undefined): string => {
   const where = file === undefined ? "" : ` (file ${file})`
-  return real
+  return problems(issue, [])
     .map((i) => {
       const key = formatPath(i.path)
       const from = origin.get(key)
@@ -137,11 +198,15 @@ export const load = (options: LoadOptions = {}): Effect.Effect<Cfg.Config, Confi
       doc = setPath(doc, ["http", "port"], options.port)
       origin.set("http.port", "--port")
     }
-    const decoded = Cfg.decode(doc)
-    if (Either.isLeft(decoded)) {
-      return yield* Effect.fail(new ConfigError({ message: formatIssues(decoded.left, origin, file) }))
+    if (options.logLevel !== undefined) {
+      doc = setPath(doc, ["log", "level"], options.logLevel)
+      origin.set("log.level", "--log-level")
     }
-    return decoded.right
+    const decoded = Cfg.decode(doc)
+    if (Result.isFailure(decoded)) {
+      return yield* Effect.fail(new ConfigError({ message: formatIssues(decoded.failure.issue, origin, file) }))
+    }
+    return decoded.success
   })
 
 export const layer = (options: LoadOptions = {}): Layer.Layer<Configuration, ConfigError> =>

@@ -11,7 +11,7 @@
  * `exclusive` to run each step where no ingest commit can interleave (the
  * Writer's commit section); see docs/storage.md "Dedupe".
  */
-import { Clock, Context, Duration, Effect, Layer, Metric, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Metric, Schedule, Semaphore } from "effect"
 import * as Dedupe from "../domain/dedupe.js"
 import * as K from "../domain/keys.js"
 import { del, type Op } from "../domain/ops.js"
@@ -19,7 +19,7 @@ import { dedupeSwept } from "./lifecycle-metrics.js"
 import { type Entry, Store, type StoreError } from "./store.js"
 
 export interface DedupeSweepOptions {
-  readonly interval: Duration.DurationInput
+  readonly interval: Duration.Input
   /** Expiry keys visited per batch. */
   readonly chunk: number
   /** Batches per run; the rest waits for the next run. */
@@ -39,7 +39,7 @@ export interface DedupeSweepShape {
   readonly sweep: Effect.Effect<{ readonly expiries: number; readonly keys: number }, StoreError>
 }
 
-export class DedupeSweep extends Context.Tag("ankusa/DedupeSweep")<DedupeSweep, DedupeSweepShape>() {}
+export class DedupeSweep extends Context.Service<DedupeSweep, DedupeSweepShape>()("ankusa/DedupeSweep") {}
 
 const EXPIRY_LO = K.familyDataRange(K.Families.expiry).lo
 
@@ -69,7 +69,7 @@ export const make = (options: Partial<DedupeSweepOptions> = {}) =>
     const o = { ...DedupeSweepDefaults, ...options }
     const exclusive = options.exclusive ?? (<A, E>(e: Effect.Effect<A, E>) => e)
     const store = yield* Store
-    const lock = yield* Effect.makeSemaphore(1)
+    const lock = yield* Semaphore.make(1)
 
     const step = (now: number) =>
       exclusive(
@@ -100,7 +100,7 @@ export const make = (options: Partial<DedupeSweepOptions> = {}) =>
           keys += r.keys
           if (r.expiries < o.chunk) break
         }
-        if (keys > 0) yield* Metric.incrementBy(dedupeSwept, keys)
+        if (keys > 0) yield* Metric.update(dedupeSwept, keys)
         return { expiries, keys }
       })
     )
@@ -113,11 +113,11 @@ export const layer = (options: Partial<DedupeSweepOptions> = {}): Layer.Layer<De
 
 /** The scheduled sweep: a scoped fiber, interrupted at shutdown. */
 export const layerSchedule = (options: Partial<Pick<DedupeSweepOptions, "interval">> = {}): Layer.Layer<never, never, DedupeSweep> =>
-  Layer.scopedDiscard(
+  Layer.effectDiscard(
     Effect.gen(function* () {
       const s = yield* DedupeSweep
       yield* s.sweep.pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("dedupe sweep failed", cause)),
+        Effect.catchCause((cause) => Effect.logWarning("dedupe sweep failed", cause)),
         Effect.repeat(Schedule.spaced(options.interval ?? DedupeSweepDefaults.interval)),
         Effect.forkScoped
       )

@@ -2,7 +2,7 @@
  * Metrics of the dispatch pipeline and the gauge tick (TEN-1 §4–§5; product.md
  * "Operations"). Effect metrics, exported by the edge's Prometheus endpoint.
  */
-import { Metric, MetricBoundaries, MetricLabel } from "effect"
+import { type Context, Metric } from "effect"
 
 export const activeTenants = Metric.gauge("ankusa_dispatch_active_tenants", {
   description: "Distinct tenants the last dispatch tick visited"
@@ -10,38 +10,43 @@ export const activeTenants = Metric.gauge("ankusa_dispatch_active_tenants", {
 
 export type Outcome = "delivered" | "retried" | "dead" | "dropped"
 
-/** sink: the sink name ("unknown" for an orphan whose envelope is gone); outcome: `Outcome`. */
-export const outcomes = Metric.counter("ankusa_delivery_outcomes_total", {
+const outcomesName = "ankusa_delivery_outcomes_total"
+const outcomesOptions = {
   description: "Delivery attempts by sink and outcome (delivered, retried, dead, dropped)",
   incremental: true
-})
+} as const
 
-export const outcome = (sink: string, o: Outcome) => Metric.tagged(Metric.tagged(outcomes, "sink", sink), "outcome", o)
+/** sink: the sink name ("unknown" for an orphan whose envelope is gone); outcome: `Outcome`. */
+export const outcomes = Metric.counter(outcomesName, outcomesOptions)
 
-/** 5 ms to about 41 s, doubling. */
-export const latency = Metric.histogram(
-  "ankusa_delivery_duration_seconds",
-  MetricBoundaries.exponential({ start: 0.005, factor: 2, count: 14 }),
-  "Sink call duration (request to end of response, or to the failure), by sink"
-)
+export const outcome = (sink: string, o: Outcome) => Metric.withAttributes(outcomes, { sink, outcome: o })
 
-export const latencyOf = (sink: string) => Metric.tagged(latency, "sink", sink)
+const latencyName = "ankusa_delivery_duration_seconds"
+const latencyOptions = {
+  description: "Sink call duration (request to end of response, or to the failure), by sink",
+  /** 5 ms to about 41 s, doubling. */
+  boundaries: Metric.exponentialBoundaries({ start: 0.005, factor: 2, count: 14 })
+} as const
+
+export const latency = Metric.histogram(latencyName, latencyOptions)
+
+export const latencyOf = (sink: string) => Metric.withAttributes(latency, { sink })
 
 /**
- * Record one call's duration (seconds) in `latencyOf(sink)`, for the per-delivery path. A tagged
- * metric builds a new label array on every update, which misses Effect's per-array hook cache and
- * looks the series up in the metric registry (hashing its key) each time; this passes one array
- * built here, so the lookup happens once. Ignores fiber metric labels (the pipeline sets none).
+ * Record one call's duration (seconds) in `latencyOf(sink)`, for the per-delivery path, in the
+ * metric registry of `context` (the pipeline's). A metric of its own with the attributes fixed,
+ * rather than `latencyOf`: a metric caches its series key for one attribute set, so one shared
+ * metric updated for several sinks in turn would rebuild the key on every update. Same series.
  */
-export const latencyRecorder = (sink: string): ((seconds: number) => void) => {
-  const labels = [MetricLabel.make("sink", sink)]
-  return (seconds) => latency.unsafeUpdate(seconds, labels)
+export const latencyRecorder = (sink: string, context: Context.Context<never>): ((seconds: number) => void) => {
+  const series = Metric.histogram(latencyName, { ...latencyOptions, attributes: { sink } })
+  return (seconds) => series.updateUnsafe(seconds, context)
 }
 
-/** Add `n` to `outcome(sink, o)` the same way: one label array per recorder. */
-export const outcomeRecorder = (sink: string, o: Outcome): ((n: number) => void) => {
-  const labels = [MetricLabel.make("sink", sink), MetricLabel.make("outcome", o)]
-  return (n) => outcomes.unsafeUpdate(n, labels)
+/** Add `n` to `outcome(sink, o)` the same way: one metric per recorder. */
+export const outcomeRecorder = (sink: string, o: Outcome, context: Context.Context<never>): ((n: number) => void) => {
+  const series = Metric.counter(outcomesName, { ...outcomesOptions, attributes: { sink, outcome: o } })
+  return (n) => series.updateUnsafe(n, context)
 }
 
 // ---------------------------------------------------------------------------
@@ -63,4 +68,4 @@ export const oldestDueAge = Metric.gauge("ankusa_queue_oldest_due_age_seconds", 
 
 export const tenants = Metric.gauge("ankusa_tenants", { description: "Tenant ordinals ever allocated (m:next_ord - 1)" })
 
-// `ankusa_tenant_pending{tenant}` is not an Effect metric: see src/layers/top-tenants-metric.ts.
+// `ankusa_tenant_pending{tenant}` (the top tenants only): src/layers/top-tenants-metric.ts.

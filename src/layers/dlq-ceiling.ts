@@ -23,7 +23,7 @@ export interface DlqCeilingOptions {
   readonly maxRows: number
   /** Most queue bytes (the `bytes` counter) before dead rows are shed. */
   readonly maxBytes: number
-  readonly interval: Duration.DurationInput
+  readonly interval: Duration.Input
   /** Dead rows read per chunk (one synced batch per tenant in it). */
   readonly chunk: number
   /** Chunks per run; the rest waits for the next run. */
@@ -48,7 +48,7 @@ export interface DlqCeilingShape {
   readonly enforce: Effect.Effect<CeilingResult, StoreError>
 }
 
-export class DlqCeiling extends Context.Tag("ankusa/DlqCeiling")<DlqCeiling, DlqCeilingShape>() {}
+export class DlqCeiling extends Context.Service<DlqCeiling, DlqCeilingShape>()("ankusa/DlqCeiling") {}
 
 const DEAD = K.familyDataRange(K.Families.dead)
 const keyAfter = (k: Uint8Array) => Buffer.concat([k, Buffer.from([0])])
@@ -129,8 +129,8 @@ export const make = (options: Partial<DlqCeilingOptions> = {}) =>
         }
         if (i === page.length && page.length < o.chunk) break
       }
-      if (byRows > 0) yield* Metric.incrementBy(withReason(dlqCeilingDropped, "rows"), byRows)
-      if (byBytes > 0) yield* Metric.incrementBy(withReason(dlqCeilingDropped, "bytes"), byBytes)
+      if (byRows > 0) yield* Metric.update(withReason(dlqCeilingDropped, "rows"), byRows)
+      if (byBytes > 0) yield* Metric.update(withReason(dlqCeilingDropped, "bytes"), byBytes)
       return { byRows, byBytes }
     })
 
@@ -142,11 +142,11 @@ export const layer = (options: Partial<DlqCeilingOptions> = {}): Layer.Layer<Dlq
 
 /** The scheduled check: a scoped fiber, interrupted at shutdown. */
 export const layerSchedule = (options: Partial<Pick<DlqCeilingOptions, "interval">> = {}): Layer.Layer<never, never, DlqCeiling> =>
-  Layer.scopedDiscard(
+  Layer.effectDiscard(
     Effect.gen(function* () {
       const ceiling = yield* DlqCeiling
       yield* ceiling.enforce.pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("dlq ceiling failed", cause)),
+        Effect.catchCause((cause) => Effect.logWarning("dlq ceiling failed", cause)),
         Effect.repeat(Schedule.spaced(options.interval ?? DlqCeilingDefaults.interval)),
         Effect.forkScoped
       )

@@ -20,10 +20,10 @@ export const delay = Metric.gauge("ankusa_event_loop_delay_seconds", {
   description: `Event-loop delay over the last ${EVENT_LOOP_WINDOW_MS / 1000} s window, by quantile (1 = max)`
 })
 
-const delayOf = (q: number) => Metric.tagged(delay, "quantile", String(q))
+const delayOf = (q: number) => Metric.withAttributes(delay, { quantile: String(q) })
 
 /** The monitor and its window fiber, for the layer's scope. */
-export const layer: Layer.Layer<never> = Layer.scopedDiscard(
+export const layer: Layer.Layer<never> = Layer.effectDiscard(
   Effect.gen(function* () {
     const h = yield* Effect.acquireRelease(
       Effect.sync(() => {
@@ -37,7 +37,7 @@ export const layer: Layer.Layer<never> = Layer.scopedDiscard(
       // An empty window (no sample yet) reads NaN: publish nothing rather than 0.
       const values = h.count === 0 ? [] : EVENT_LOOP_QUANTILES.map((q) => [q, (q === 1 ? h.max : h.percentile(q * 100)) / 1e9] as const)
       h.reset()
-      return Effect.forEach(values, ([q, seconds]) => Metric.set(delayOf(q), seconds), { discard: true })
+      return Effect.forEach(values, ([q, seconds]) => Metric.update(delayOf(q), seconds), { discard: true })
     })
     yield* publish.pipe(Effect.repeat(Schedule.spaced(Duration.millis(EVENT_LOOP_WINDOW_MS))), Effect.delay(Duration.millis(EVENT_LOOP_WINDOW_MS)), Effect.forkScoped)
   })

@@ -38,7 +38,7 @@ export interface GaugesShape {
   readonly tick: Effect.Effect<Reading, StoreError>
 }
 
-export class Gauges extends Context.Tag("ankusa/Gauges")<Gauges, GaugesShape>() {}
+export class Gauges extends Context.Service<Gauges, GaugesShape>()("ankusa/Gauges") {}
 
 export const make = Effect.gen(function* () {
   const store = yield* Store
@@ -71,9 +71,9 @@ export const make = Effect.gen(function* () {
     const tenants = countOf(yield* store.get("default", K.Meta.nextOrd))
     const top = yield* topTenants(now)
 
-    for (const f of Counters.FieldNames) yield* Metric.set(M.queue[f], counters[f])
-    yield* Metric.set(M.oldestDueAge, oldestDueAgeMs / 1000)
-    yield* Metric.set(M.tenants, tenants)
+    for (const f of Counters.FieldNames) yield* Metric.update(M.queue[f], counters[f])
+    yield* Metric.update(M.oldestDueAge, oldestDueAgeMs / 1000)
+    yield* Metric.update(M.tenants, tenants)
     yield* TopTenants.set(top)
     return { counters, oldestDueAgeMs, tenants, top } satisfies Reading
   })
@@ -83,14 +83,14 @@ export const make = Effect.gen(function* () {
 
 /** The service plus its scheduled tick (a failed tick is logged; the next one runs on time). */
 export const layer = (options: Partial<GaugesOptions> = {}): Layer.Layer<Gauges, never, Store | Queue> =>
-  Layer.scoped(
+  Layer.effect(
     Gauges,
     Effect.gen(function* () {
       const intervalMs = options.intervalMs ?? Defaults.intervalMs
-      if (!Number.isInteger(intervalMs) || intervalMs < 1) return yield* Effect.dieMessage(`gauges.intervalMs = ${intervalMs} must be >= 1`)
+      if (!Number.isInteger(intervalMs) || intervalMs < 1) return yield* Effect.die(new Error(`gauges.intervalMs = ${intervalMs} must be >= 1`))
       const g = yield* make
       yield* g.tick.pipe(
-        Effect.catchAllCause((cause) => Effect.logError("gauges: tick failed", cause)),
+        Effect.catchCause((cause) => Effect.logError("gauges: tick failed", cause)),
         Effect.repeat(Schedule.spaced(Duration.millis(intervalMs))),
         Effect.forkScoped
       )

@@ -68,5 +68,5 @@ export const auditPruned = Metric.counter("ankusa_audit_pruned_total", {
   incremental: true
 })
 
-export const withReason = <A extends Metric.Metric.Counter<number>>(m: A, reason: string): A =>
-  Metric.tagged(m, "reason", reason) as A
+/** The series of `m` labelled `reason`. */
+export const withReason = (m: Metric.Counter<number>, reason: string): Metric.Counter<number> => Metric.withAttributes(m, { reason })

@@ -1,29 +1,57 @@
 /**
- * Structured logs: one JSON object per line on stdout (Effect's `jsonLogger`),
- * filtered at the level of `log.level`.
+ * Structured logs: one JSON object per line on stdout, filtered at the level
+ * of `log.level`.
  */
-import { Layer, Logger, LogLevel } from "effect"
+import { Formatter, Layer, Logger, type LogLevel, References } from "effect"
 import type { LogLevel as Level } from "../domain/config.js"
 
 const LEVELS: Record<Level, LogLevel.LogLevel> = {
-  trace: LogLevel.Trace,
-  debug: LogLevel.Debug,
-  info: LogLevel.Info,
-  warning: LogLevel.Warning,
-  error: LogLevel.Error,
-  fatal: LogLevel.Fatal,
-  none: LogLevel.None
+  trace: "Trace",
+  debug: "Debug",
+  info: "Info",
+  warning: "Warn",
+  error: "Error",
+  fatal: "Fatal",
+  none: "None"
 }
 
 export const toLogLevel = (level: Level): LogLevel.LogLevel => LEVELS[level]
 
-/** One JSON object per line on stdout. */
-export const jsonLines = Logger.withConsoleLog(Logger.jsonLogger)
+/**
+ * One JSON object per line on stdout, with the fields operators already parse
+ * (`message`, `logLevel`, `timestamp`, `cause`, `annotations`, `spans`, `fiberId`).
+ */
+export const jsonLines = Logger.withConsoleLog(
+  Logger.map(Logger.formatStructured, (s) =>
+    Formatter.formatJson({
+      message: s.message,
+      logLevel: s.level,
+      timestamp: s.timestamp,
+      cause: s.cause,
+      annotations: s.annotations,
+      spans: s.spans,
+      fiberId: s.fiberId
+    })
+  )
+)
 
-/** The only logger: JSON lines at `level` (also in place of the pretty logger `NodeRuntime.runMain` installs). */
+/** The only loggers: JSON lines at `level` (in place of the default logger), and span events for tracing. */
 export const layer = (level: Level): Layer.Layer<never> =>
   Layer.mergeAll(
-    Logger.replace(Logger.defaultLogger, jsonLines),
-    Logger.remove(Logger.prettyLoggerDefault),
-    Logger.minimumLogLevel(toLogLevel(level))
+    Logger.layer([jsonLines, Logger.tracerLogger]),
+    Layer.succeed(References.MinimumLogLevel, toLogLevel(level))
   )
+
+const FROM_EFFECT: Record<LogLevel.LogLevel, Level> = {
+  All: "trace",
+  Trace: "trace",
+  Debug: "debug",
+  Info: "info",
+  Warn: "warning",
+  Error: "error",
+  Fatal: "fatal",
+  None: "none"
+}
+
+/** The configuration's level for one of Effect's (`--log-level`); below trace nothing logs, so All is trace. */
+export const fromLogLevel = (level: LogLevel.LogLevel): Level => FROM_EFFECT[level]

@@ -125,7 +125,7 @@ const runOne = (
 ): Effect.Effect<MigrationRun, StoreError> =>
   Effect.gen(function* () {
     const make = Steps[m.name]
-    if (make === undefined) return yield* Effect.dieMessage(`migration ${m.name} is registered without a step`)
+    if (make === undefined) return yield* Effect.die(new Error(`migration ${m.name} is registered without a step`))
     const marker = yield* store.get("default", Registry.migratingKey(m))
     let startedAt: number
     if (marker === undefined) {
@@ -148,13 +148,13 @@ const runOne = (
       // kept alive (and promoted by the GC) while the next step is built.
       const current = { cursor: r.cursor, rows: r.rows, phase: r.phase }
       // TEN-1 §1 constraint 4: the step's ops and its cursor (or the stamp) in one synced write.
-      const write = yield* Effect.fork(store.write([...r.ops, ...Registry.commitOps(m, current.cursor)], { sync: true }))
+      const write = yield* Effect.forkChild(store.write([...r.ops, ...Registry.commitOps(m, current.cursor)], { sync: true }))
       r = undefined
       budget.steps--
       // Build the next step while this one commits (its reads never touch what this write changes,
       // and its ordinals come from the run's memory); a failed write ends the run.
       const following =
-        current.cursor === "done" || budget.steps <= 0 ? undefined : yield* Effect.yieldNow().pipe(Effect.zipRight(Effect.exit(next(current.cursor))))
+        current.cursor === "done" || budget.steps <= 0 ? undefined : yield* Effect.yieldNow.pipe(Effect.andThen(Effect.exit(next(current.cursor))))
       yield* Fiber.join(write)
       steps++
       rows += current.rows
@@ -212,7 +212,7 @@ export type MigrateStatus =
   | { readonly _tag: "done"; readonly report: MigrateReport }
   | { readonly _tag: "failed"; readonly message: string }
 
-export class Migrate extends Context.Tag("ankusa/Migrate")<
+export class Migrate extends Context.Service<
   Migrate,
   {
     /** True once every pending migration has committed (false while running or after a failure). */
@@ -221,10 +221,10 @@ export class Migrate extends Context.Tag("ankusa/Migrate")<
     /** Wait for the boot migrations; fails as they failed. */
     readonly await: Effect.Effect<MigrateReport, MigrateError>
   }
->() {}
+>()("ankusa/Migrate") {}
 
 export const layer = (opts: MigrateOptions = {}): Layer.Layer<Migrate, never, Store> =>
-  Layer.scoped(
+  Layer.effect(
     Migrate,
     Effect.gen(function* () {
       const store = yield* Store
@@ -232,7 +232,7 @@ export const layer = (opts: MigrateOptions = {}): Layer.Layer<Migrate, never, St
       const result = yield* Deferred.make<MigrateReport, MigrateError>()
       const onProgress = (p: Progress) =>
         Ref.set(status, { _tag: "running", progress: p }).pipe(
-          Effect.zipRight((opts.onProgress ?? logProgress)(p))
+          Effect.andThen((opts.onProgress ?? logProgress)(p))
         )
       yield* runPending(store, { ...opts, onProgress }).pipe(
         Effect.exit,

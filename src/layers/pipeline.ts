@@ -11,7 +11,7 @@
  * recovery (`Queue.recoverInflight`) returns to due. The worst a crash does is
  * deliver a row again (at-least-once; receivers dedupe by `webhook-id`).
  */
-import { Cause, Chunk, Clock, Context, Duration, Effect, Fiber, FiberSet, Layer, Metric, Queue as Q, Random, Schedule } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Fiber, FiberSet, Latch, Layer, Metric, Queue as Q, Random, Schedule, Semaphore } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import { decodeEnvelope, type Envelope } from "../domain/envelope.js"
 import * as K from "../domain/keys.js"
@@ -90,12 +90,12 @@ const resolve = (input: Input): Effect.Effect<PipelineOptions> =>
     const out = { ...Defaults, ...input } as PipelineOptions
     for (const [key, [lo, hi]] of Object.entries(Ranges) as Array<[keyof typeof Defaults, readonly [number, number]]>) {
       const v = out[key]
-      if (!Number.isInteger(v) || v < lo || v > hi) return Effect.dieMessage(`pipeline option ${key} = ${v} is outside ${lo}..${hi}`)
+      if (!Number.isInteger(v) || v < lo || v > hi) return Effect.die(new Error(`pipeline option ${key} = ${v} is outside ${lo}..${hi}`))
     }
     for (const s of out.sinks) {
-      if (!Number.isInteger(s.concurrency) || s.concurrency < 1) return Effect.dieMessage(`sink ${s.name}: concurrency ${s.concurrency} < 1`)
-      if (!(s.timeoutMs > 0)) return Effect.dieMessage(`sink ${s.name}: timeoutMs ${s.timeoutMs} <= 0`)
-      if (s.secret !== undefined && parseSecret(s.secret) === undefined) return Effect.dieMessage(`sink ${s.name}: secret is not whsec_<base64>`)
+      if (!Number.isInteger(s.concurrency) || s.concurrency < 1) return Effect.die(new Error(`sink ${s.name}: concurrency ${s.concurrency} < 1`))
+      if (!(s.timeoutMs > 0)) return Effect.die(new Error(`sink ${s.name}: timeoutMs ${s.timeoutMs} <= 0`))
+      if (s.secret !== undefined && parseSecret(s.secret) === undefined) return Effect.die(new Error(`sink ${s.name}: secret is not whsec_<base64>`))
     }
     return Effect.succeed(out)
   })
@@ -119,7 +119,7 @@ export interface PipelineShape {
   readonly inflight: Effect.Effect<number>
 }
 
-export class Pipeline extends Context.Tag("ankusa/Pipeline")<Pipeline, PipelineShape>() {}
+export class Pipeline extends Context.Service<Pipeline, PipelineShape>()("ankusa/Pipeline") {}
 
 interface Settled {
   readonly transition: Deliveries.Transition
@@ -152,11 +152,17 @@ interface Sink {
 
 const refOf = (d: DueEntry): K.InflightRef => ({ ord: d.ref.ord, seq: d.ref.seq, sink: d.ref.sink })
 
+/** Up to `n` queued items without waiting: none when the queue is empty (a take of at least one would wait). */
+const takeQueued = <A>(queue: Q.Queue<A>, n: number): Effect.Effect<Array<A>> =>
+  Effect.suspend(() => (n <= 0 || Q.sizeUnsafe(queue) === 0 ? Effect.succeed([]) : Q.takeBetween(queue, 1, n)))
+
 export const make = (input: Input) =>
   Effect.gen(function* () {
     const o = yield* resolve(input)
     const store = yield* Store
     const queue = yield* Queue
+    // Where the per-call metric recorders write (the metric registry of this layer's context).
+    const context = yield* Effect.context<never>()
 
     // Per sink, a FIFO of claimed rows waiting for a call, started `concurrency` at a time: the
     // sink's concurrency bound, with no fiber per row (a call is a callback chain; only a call that
@@ -170,11 +176,11 @@ export const make = (input: Input) =>
         transport: SinkClient.transport(s),
         waiting: [],
         calls: new Set(),
-        latency: M.latencyRecorder(s.name)
+        latency: M.latencyRecorder(s.name, context)
       })
     }
-    const clock = yield* Effect.clock
-    const now = () => clock.unsafeCurrentTimeMillis()
+    const clock = yield* Clock.Clock
+    const now = () => clock.currentTimeMillisUnsafe()
     // Registered first, so it runs last: after the shutdown below has cut or finished every call.
     yield* Effect.addFinalizer(() => Effect.sync(() => {
       for (const sink of sinks.values()) SinkClient.close(sink.transport)
@@ -184,10 +190,10 @@ export const make = (input: Input) =>
     // the configured sinks (and "unknown") are cached, times four outcomes; other names are built per use.
     const outcomeMetrics = new Map<string, (n: number) => void>()
     const outcomeMetric = (sink: string, outcome: M.Outcome) => {
-      if (!sinks.has(sink) && sink !== "unknown") return M.outcomeRecorder(sink, outcome)
+      if (!sinks.has(sink) && sink !== "unknown") return M.outcomeRecorder(sink, outcome, context)
       const k = `${outcome}\u0000${sink}`
       let m = outcomeMetrics.get(k)
-      if (m === undefined) outcomeMetrics.set(k, m = M.outcomeRecorder(sink, outcome))
+      if (m === undefined) outcomeMetrics.set(k, m = M.outcomeRecorder(sink, outcome, context))
       return m
     }
 
@@ -199,7 +205,7 @@ export const make = (input: Input) =>
 
     // Jobs handed to the sink workers and not finished (queued or calling); `idle` is open at 0.
     let busy = 0
-    const idle = yield* Effect.makeLatch(true)
+    const idle = yield* Latch.make(true)
     // The effects of calls that did not deliver (and of defects), interrupted at shutdown.
     const workers = yield* FiberSet.make<void, never>()
     const runWorker = yield* FiberSet.runtime(workers)<never>()
@@ -207,7 +213,7 @@ export const make = (input: Input) =>
     let cut = false
     const outcomes = yield* Q.unbounded<Settled>()
     const wakeups = yield* Q.sliding<void>(1)
-    const ticking = yield* Effect.makeSemaphore(1)
+    const ticking = yield* Semaphore.make(1)
 
     // --- outcomes ----------------------------------------------------------
 
@@ -247,7 +253,7 @@ export const make = (input: Input) =>
         Effect.flatMap((first) =>
           Q.size(outcomes).pipe(
             Effect.flatMap((n) => (n + 1 < o.commitBatch ? Effect.sleep(Duration.millis(COMMIT_LINGER_MS)) : Effect.void)),
-            Effect.zipRight(Q.takeUpTo(outcomes, o.commitBatch - 1)),
+            Effect.andThen(takeQueued(outcomes, o.commitBatch - 1)),
             Effect.flatMap((rest) => commit([first, ...rest]))
           )
         )
@@ -258,7 +264,7 @@ export const make = (input: Input) =>
 
     // Unbounded: never refused.
     const settleNow = (s: Settled): void => {
-      Q.unsafeOffer(outcomes, s)
+      Q.offerUnsafe(outcomes, s)
     }
     const settle = (s: Settled) => Effect.sync(() => settleNow(s))
 
@@ -287,17 +293,17 @@ export const make = (input: Input) =>
 
     const finish = (): void => {
       busy -= 1
-      if (busy === 0) idle.unsafeOpen()
+      if (busy === 0) idle.openUnsafe()
     }
 
     /** A defect in a delivery must not leak its slot: the row stays ?F (boot recovery), the count goes down. */
     const guarded = (c: Claimed, effect: Effect.Effect<void, StoreError>): Effect.Effect<void> =>
       effect.pipe(
-        Effect.catchAllCause((cause) =>
-          Cause.isInterruptedOnly(cause)
+        Effect.catchCause((cause) =>
+          Cause.hasInterruptsOnly(cause)
             ? Effect.void
             : Effect.logError("pipeline: delivery failed; row left inflight for boot recovery", { ...c.ref, cause: Cause.pretty(cause) }).pipe(
-                Effect.zipRight(Effect.sync(() => {
+                Effect.andThen(Effect.sync(() => {
                   inflight -= 1
                 }))
               )
@@ -314,11 +320,11 @@ export const make = (input: Input) =>
       const sink = name === undefined ? undefined : sinks.get(name)
       if (env === undefined || name === undefined || sink === undefined) {
         busy += 1
-        if (busy === 1) idle.unsafeClose()
+        if (busy === 1) idle.closeUnsafe()
         return guarded(c, settleUnroutable(c, env, name))
       }
       busy += 1
-      if (busy === 1) idle.unsafeClose()
+      if (busy === 1) idle.closeUnsafe()
       sink.waiting.push({ claimed: c, env, name })
       pump(sink)
       return undefined
@@ -404,7 +410,7 @@ export const make = (input: Input) =>
         const visits: Array<{ readonly ord: number; readonly buckets: ReadonlyArray<number>; readonly rows: ReadonlyArray<DueEntry> }> = []
         const visit = (i: number, rowsLeft: number, bytesLeft: number): Effect.Effect<void, StoreError> => {
           const t = tenants[i]
-          if (t === undefined && !complete && rowsLeft > 0 && bytesLeft > 0) return more.pipe(Effect.zipRight(Effect.suspend(() => visit(i, rowsLeft, bytesLeft))))
+          if (t === undefined && !complete && rowsLeft > 0 && bytesLeft > 0) return more.pipe(Effect.andThen(Effect.suspend(() => visit(i, rowsLeft, bytesLeft))))
           if (t === undefined || rowsLeft <= 0 || bytesLeft <= 0) {
             const rows = visits.flatMap((v) => v.rows)
             return rows.length === 0 ? Effect.void : store.write(Deliveries.batch(rows.map((r) => Deliveries.claim(r.ref, r.value))), { sync: false })
@@ -440,7 +446,7 @@ export const make = (input: Input) =>
       const visits = yield* claim(now, free)
       const claimed: Array<Claimed> = visits.flatMap((v) => v.rows.map((entry) => ({ entry, ref: refOf(entry) })))
       inflight += claimed.length
-      yield* Metric.set(M.activeTenants, visits.length)
+      yield* Metric.update(M.activeTenants, visits.length)
 
       if (claimed.length > 0) {
         const seqs = [...new Set(claimed.map((c) => c.ref.seq))]
@@ -481,7 +487,7 @@ export const make = (input: Input) =>
       for (;;) {
         yield* Effect.raceFirst(Effect.sleep(Duration.millis(o.tickMs)), Q.take(wakeups))
         const r = yield* tick.pipe(
-          Effect.catchAllCause((cause) =>
+          Effect.catchCause((cause) =>
             Effect.logError("pipeline: tick failed", Cause.pretty(cause)).pipe(Effect.as({ visited: [], claimed: [] } as TickReport))
           )
         )
@@ -515,7 +521,7 @@ export const make = (input: Input) =>
         yield* FiberSet.clear(workers)
         yield* FiberSet.awaitEmpty(workers)
         yield* Fiber.interrupt(committer)
-        const rest = Chunk.toReadonlyArray(yield* Q.takeAll(outcomes))
+        const rest = yield* Q.clear(outcomes)
         for (let i = 0; i < rest.length; i += o.commitBatch) yield* commit(rest.slice(i, i + o.commitBatch))
       })
     )
@@ -529,4 +535,4 @@ export const make = (input: Input) =>
 
 /** Needs the Store and the Queue; sink calls go out on `node:http(s)` (src/layers/sink-client.ts). */
 export const layer = (input: Input): Layer.Layer<Pipeline, never, Store | Queue> =>
-  Layer.scoped(Pipeline, make(input))
+  Layer.effect(Pipeline, make(input))

@@ -19,7 +19,9 @@ export const externalMemory = Metric.gauge("ankusa_process_external_memory_bytes
   description: "Memory of C++ objects bound to JavaScript objects (Buffers and ArrayBuffers included)"
 })
 
-export const heapOf = (kind: "used" | "total") => Metric.tagged(heap, "kind", kind)
+const heapBy = { used: Metric.withAttributes(heap, { kind: "used" }), total: Metric.withAttributes(heap, { kind: "total" }) } as const
+
+export const heapOf = (kind: "used" | "total") => heapBy[kind]
 
 /** Read `process.memoryUsage()` once and set the gauges. */
 export const publish: Effect.Effect<NodeJS.MemoryUsage> = Effect.suspend(() => {
@@ -27,10 +29,10 @@ export const publish: Effect.Effect<NodeJS.MemoryUsage> = Effect.suspend(() => {
   return Effect.as(
     Effect.all(
       [
-        Metric.set(residentMemory, m.rss),
-        Metric.set(heapOf("used"), m.heapUsed),
-        Metric.set(heapOf("total"), m.heapTotal),
-        Metric.set(externalMemory, m.external)
+        Metric.update(residentMemory, m.rss),
+        Metric.update(heapOf("used"), m.heapUsed),
+        Metric.update(heapOf("total"), m.heapTotal),
+        Metric.update(externalMemory, m.external)
       ],
       { discard: true }
     ),
@@ -40,4 +42,4 @@ export const publish: Effect.Effect<NodeJS.MemoryUsage> = Effect.suspend(() => {
 
 /** The scheduled read, for the layer's scope (the first one at once). */
 export const layer = (intervalMs: number = PROCESS_METRICS_INTERVAL_MS): Layer.Layer<never> =>
-  Layer.scopedDiscard(publish.pipe(Effect.repeat(Schedule.spaced(Duration.millis(intervalMs))), Effect.forkScoped))
+  Layer.effectDiscard(publish.pipe(Effect.repeat(Schedule.spaced(Duration.millis(intervalMs))), Effect.forkScoped))

@@ -6,7 +6,7 @@
  * keeps the family's count and bytes in memory (folded once at start, at most
  * `maxCount` rows), so a bound check costs no read.
  */
-import { Clock, Context, Duration, Effect, Layer, Metric, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Metric, Schedule, Semaphore } from "effect"
 import {
   cursorKey,
   decodeRecord,
@@ -30,8 +30,8 @@ export interface QuarantineOptions {
   /** Most bytes kept (key + value of every record); past it the oldest are dropped. */
   readonly maxBytes: number
   /** Records older than this are pruned. */
-  readonly retention: Duration.DurationInput
-  readonly pruneInterval: Duration.DurationInput
+  readonly retention: Duration.Input
+  readonly pruneInterval: Duration.Input
   /** Rows per delete batch (prune, delete by tenant) and per read page. */
   readonly chunk: number
 }
@@ -72,7 +72,7 @@ export interface QuarantineShape {
   readonly size: Effect.Effect<{ readonly count: number; readonly bytes: number }>
 }
 
-export class Quarantine extends Context.Tag("ankusa/Quarantine")<Quarantine, QuarantineShape>() {}
+export class Quarantine extends Context.Service<Quarantine, QuarantineShape>()("ankusa/Quarantine") {}
 
 const DATA = familyDataRange(Families.quarantine)
 
@@ -91,7 +91,7 @@ export const make = (options: Partial<QuarantineOptions> = {}) =>
     // qid orders records of one millisecond and makes keys unique across restarts.
     let nextQid = totals.lastQid + 1
     // One writer at a time keeps the in-memory totals equal to the family.
-    const lock = yield* Effect.makeSemaphore(1)
+    const lock = yield* Semaphore.make(1)
 
     const deleteAll = (entries: ReadonlyArray<Entry>, sync: boolean) =>
       entries.length === 0
@@ -137,7 +137,7 @@ export const make = (options: Partial<QuarantineOptions> = {}) =>
           // maxCount 0 keeps nothing (failures are only refused); a record larger than the whole bound is dropped.
           if (o.maxCount < 1) return undefined
           if (size > o.maxBytes) {
-            yield* Metric.increment(withReason(quarantineDropped, "oversize"))
+            yield* Metric.update(withReason(quarantineDropped, "oversize"), 1)
             return undefined
           }
           const drop = yield* oldestToDrop(1, size)
@@ -149,12 +149,12 @@ export const make = (options: Partial<QuarantineOptions> = {}) =>
           count = count - drop.length + 1
           for (const e of drop) bytes -= recordBytes(e.key, e.value)
           bytes += size
-          yield* Metric.increment(quarantined)
+          yield* Metric.update(quarantined, 1)
           if (drop.length > 0) {
             // Attribute drops to the bound that forced them: count first, the rest to bytes.
             const byCount = Math.max(0, Math.min(drop.length, countBefore + 1 - o.maxCount))
-            if (byCount > 0) yield* Metric.incrementBy(withReason(quarantineDropped, "count"), byCount)
-            if (drop.length > byCount) yield* Metric.incrementBy(withReason(quarantineDropped, "bytes"), drop.length - byCount)
+            if (byCount > 0) yield* Metric.update(withReason(quarantineDropped, "count"), byCount)
+            if (drop.length > byCount) yield* Metric.update(withReason(quarantineDropped, "bytes"), drop.length - byCount)
           }
           return { ...input, at, qid } satisfies QuarantineRecord
         })
@@ -208,7 +208,7 @@ export const make = (options: Partial<QuarantineOptions> = {}) =>
           pruned += page.length
           if (page.length < o.chunk) break
         }
-        if (pruned > 0) yield* Metric.incrementBy(withReason(quarantineDropped, "retention"), pruned)
+        if (pruned > 0) yield* Metric.update(withReason(quarantineDropped, "retention"), pruned)
         return pruned
       })
     )
@@ -227,11 +227,11 @@ export const layer = (options: Partial<QuarantineOptions> = {}): Layer.Layer<Qua
 
 /** The retention pruner: a scoped fiber, interrupted at shutdown. */
 export const layerPruner = (options: Partial<QuarantineOptions> = {}): Layer.Layer<never, never, Quarantine> =>
-  Layer.scopedDiscard(
+  Layer.effectDiscard(
     Effect.gen(function* () {
       const q = yield* Quarantine
       yield* q.prune.pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("quarantine prune failed", cause)),
+        Effect.catchCause((cause) => Effect.logWarning("quarantine prune failed", cause)),
         Effect.repeat(Schedule.spaced(options.pruneInterval ?? QuarantineDefaults.pruneInterval)),
         Effect.forkScoped
       )

@@ -6,7 +6,7 @@
  * Every scan is bounded (named limits below) and every write is a batch of
  * Deliveries transitions: this module never builds a `?D`/`?F`/`?X`/`?A` key.
  */
-import { Chunk, Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer, Semaphore, Stream } from "effect"
 import * as Counters from "../domain/counters.js"
 import * as Deliveries from "../domain/deliveries.js"
 import { decodeEnvelope } from "../domain/envelope.js"
@@ -163,7 +163,7 @@ export interface QueueShape {
   readonly withTenant: <A, E, R>(ord: number, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
-export class Queue extends Context.Tag("ankusa/Queue")<Queue, QueueShape>() {}
+export class Queue extends Context.Service<Queue, QueueShape>()("ankusa/Queue") {}
 
 // ---------------------------------------------------------------------------
 
@@ -177,12 +177,12 @@ const byNewest = (a: K.DeadRef, b: K.DeadRef): number => b.at - a.at || b.seq - 
 
 /** A keyed lock whose entries live only while someone holds or waits for them. */
 const makeTenantLocks = () => {
-  const locks = new Map<number, { readonly sem: Effect.Semaphore; users: number }>()
+  const locks = new Map<number, { readonly sem: Semaphore.Semaphore; users: number }>()
   return <A, E, R>(ord: number, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.suspend(() => {
       let lock = locks.get(ord)
       if (lock === undefined) {
-        lock = { sem: Effect.unsafeMakeSemaphore(1), users: 0 }
+        lock = { sem: Semaphore.makeUnsafe(1), users: 0 }
         locks.set(ord, lock)
       }
       const held = lock
@@ -465,9 +465,9 @@ export const make = (store: StoreShape): QueueShape => {
       const fold = (range: Range, f: (e: Entry) => "pending" | "scheduled" | "inflight", seqOf: (k: Uint8Array) => number) =>
         store.stream("index", range, { chunk: SOURCE_FOLD_CHUNK }).pipe(
           Stream.grouped(SOURCE_FOLD_CHUNK),
-          Stream.runFoldEffect({ pending: 0, scheduled: 0, inflight: 0 }, (acc, rows) =>
+          Stream.runFoldEffect(() => ({ pending: 0, scheduled: 0, inflight: 0 }), (acc, rows) =>
             Effect.gen(function* () {
-              const seqs = [...new Set(Chunk.toReadonlyArray(rows).map((e) => seqOf(e.key)))]
+              const seqs = [...new Set(rows.map((e) => seqOf(e.key)))]
               const hooks = yield* store.multiGet("hooks", seqs.map(K.hookKey))
               const ofSource = new Set(seqs.filter((_, i) => decodeEnvelope(hooks[i])?.sourceId === sourceId))
               const out = { ...acc }
@@ -485,8 +485,8 @@ export const make = (store: StoreShape): QueueShape => {
   const recoverInflight = (now: number) =>
     familyRows(store, K.Families.inflight, { chunk: RECOVER_CHUNK }).pipe(
       Stream.grouped(RECOVER_CHUNK),
-      Stream.runFoldEffect(0, (n, rows) => {
-        const ts = Chunk.toReadonlyArray(rows).map((e) => Deliveries.recover(K.decodeInflightKey(e.key), K.decodeSizeValue(e.value), now))
+      Stream.runFoldEffect(() => 0, (n, rows) => {
+        const ts = rows.map((e) => Deliveries.recover(K.decodeInflightKey(e.key), K.decodeSizeValue(e.value), now))
         return store.write(Deliveries.batch(ts), { sync: true }).pipe(Effect.as(n + ts.length))
       })
     )

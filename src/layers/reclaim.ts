@@ -20,14 +20,14 @@
  * (`Deliveries.expand` adds a row to an existing hook; it must only target a
  * hook that still has a row, or run with reclaim stopped.)
  */
-import { Context, Duration, Effect, Layer, Metric, Schedule } from "effect"
+import { Context, Duration, Effect, Layer, Metric, Schedule, Semaphore } from "effect"
 import * as K from "../domain/keys.js"
 import { del, type Op } from "../domain/ops.js"
 import { reclaimHooks, reclaimVisited } from "./lifecycle-metrics.js"
 import { Store, type StoreError } from "./store.js"
 
 export interface ReclaimOptions {
-  readonly interval: Duration.DurationInput
+  readonly interval: Duration.Input
   /** Markers looked at per step (one seek and one point read each, one batch per step). */
   readonly chunk: number
   /** Steps per scheduled tick; the walk resumes where it stopped at the next tick. */
@@ -59,7 +59,7 @@ export interface ReclaimShape {
   readonly tick: Effect.Effect<{ readonly visited: number; readonly reclaimed: number }, StoreError>
 }
 
-export class Reclaim extends Context.Tag("ankusa/Reclaim")<Reclaim, ReclaimShape>() {}
+export class Reclaim extends Context.Service<Reclaim, ReclaimShape>()("ankusa/Reclaim") {}
 
 const CLEARED = K.familyDataRange(K.Families.cleared)
 const keyAfter = (k: Uint8Array) => Buffer.concat([k, Buffer.from([0])])
@@ -69,7 +69,7 @@ export const make = (options: Partial<ReclaimOptions> = {}) =>
     const o = { ...ReclaimDefaults, ...options }
     const store = yield* Store
     let from: Uint8Array = CLEARED.lo
-    const lock = yield* Effect.makeSemaphore(1)
+    const lock = yield* Semaphore.make(1)
 
     const step: ReclaimShape["step"] = (opts) =>
       lock.withPermits(1)(
@@ -93,8 +93,8 @@ export const make = (options: Partial<ReclaimOptions> = {}) =>
           }
           if (opts?.between !== undefined) yield* opts.between
           if (ops.length > 0) yield* store.write(ops, { sync: false })
-          yield* Metric.incrementBy(reclaimVisited, page.length)
-          if (reclaimed > 0) yield* Metric.incrementBy(reclaimHooks, reclaimed)
+          yield* Metric.update(reclaimVisited, page.length)
+          if (reclaimed > 0) yield* Metric.update(reclaimHooks, reclaimed)
           return { visited: page.length, reclaimed, wrapped }
         })
       )
@@ -124,11 +124,11 @@ export const layer = (options: Partial<ReclaimOptions> = {}): Layer.Layer<Reclai
 
 /** The scheduled walk: one pass every `interval`; a scoped fiber, interrupted at shutdown. */
 export const layerSchedule = (options: Partial<Pick<ReclaimOptions, "interval">> = {}): Layer.Layer<never, never, Reclaim> =>
-  Layer.scopedDiscard(
+  Layer.effectDiscard(
     Effect.gen(function* () {
       const reclaim = yield* Reclaim
       yield* reclaim.tick.pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("reclaim failed", cause)),
+        Effect.catchCause((cause) => Effect.logWarning("reclaim failed", cause)),
         Effect.repeat(Schedule.spaced(options.interval ?? ReclaimDefaults.interval)),
         Effect.forkScoped
       )

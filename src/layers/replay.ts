@@ -45,7 +45,7 @@ export interface ReplayShape {
   readonly replay: (filter: ReplayFilter, limits?: Partial<ReplayLimits>) => Effect.Effect<ReplayResult, StoreError>
 }
 
-export class Replay extends Context.Tag("ankusa/Replay")<Replay, ReplayShape>() {}
+export class Replay extends Context.Service<Replay, ReplayShape>()("ankusa/Replay") {}
 
 const ZERO = Buffer.from([0])
 const keyAfter = (k: Uint8Array): Uint8Array => Buffer.concat([k, ZERO])

@@ -100,7 +100,7 @@ export const untarInto = (tar: Uint8Array, dir: string): void => {
 
 /** Write `dir` (a closed store) to `file` as `.tar.zst`. */
 export const pack = (dir: string, file: string): Effect.Effect<number, ArchiveError> =>
-  Effect.zipRight(
+  Effect.andThen(
     zstd,
     Effect.try({
       try: () => {
@@ -115,7 +115,7 @@ export const pack = (dir: string, file: string): Effect.Effect<number, ArchiveEr
 
 /** Unpack a `.tar.zst` archive into `dir`. */
 export const unpack = (file: string, dir: string): Effect.Effect<void, ArchiveError> =>
-  Effect.zipRight(
+  Effect.andThen(
     zstd,
     Effect.try({
       try: () => {

@@ -37,7 +37,7 @@ export const familyRows = (
         }
         return Effect.succeed([e])
       }),
-      Stream.flattenIterables
+      Stream.flattenIterable
     )
     return Stream.concat(
       rows,
@@ -57,4 +57,4 @@ export const foldFamily = <A>(
   family: Family,
   zero: A,
   f: (acc: A, e: Entry) => A
-): Effect.Effect<A, StoreError | StoreCorrupt> => Stream.runFold(familyRows(store, family), zero, f)
+): Effect.Effect<A, StoreError | StoreCorrupt> => Stream.runFold(familyRows(store, family), () => zero, f)

@@ -37,21 +37,21 @@ export const diskFiles = Metric.gauge("ankusa_store_disk_files", {
   description: "Files of the store directory counted by the last health read"
 })
 
-export const diskBytesOf = (kind: "sst" | "wal" | "other") => Metric.tagged(diskBytes, "kind", kind)
+export const diskBytesOf = (kind: "sst" | "wal" | "other") => Metric.withAttributes(diskBytes, { kind })
 
 /** Set every gauge from one reading. */
 export const publish = (h: StoreHealth): Effect.Effect<void> =>
   Effect.all(
     [
-      Metric.set(writeStopped, h.writeStopped ? 1 : 0),
-      Metric.set(delayedWriteRate, h.delayedWriteRate),
-      Metric.set(backgroundErrors, h.backgroundErrors),
-      Metric.set(runningCompactions, h.runningCompactions),
-      Metric.set(runningFlushes, h.runningFlushes),
-      Metric.set(diskBytesOf("sst"), h.disk.sst),
-      Metric.set(diskBytesOf("wal"), h.disk.wal),
-      Metric.set(diskBytesOf("other"), h.disk.other),
-      Metric.set(diskFiles, h.disk.files)
+      Metric.update(writeStopped, h.writeStopped ? 1 : 0),
+      Metric.update(delayedWriteRate, h.delayedWriteRate),
+      Metric.update(backgroundErrors, h.backgroundErrors),
+      Metric.update(runningCompactions, h.runningCompactions),
+      Metric.update(runningFlushes, h.runningFlushes),
+      Metric.update(diskBytesOf("sst"), h.disk.sst),
+      Metric.update(diskBytesOf("wal"), h.disk.wal),
+      Metric.update(diskBytesOf("other"), h.disk.other),
+      Metric.update(diskFiles, h.disk.files)
     ],
     { discard: true }
   )
@@ -61,17 +61,17 @@ export const tick: Effect.Effect<StoreHealth, StoreError, Store> = Effect.flatMa
 
 /** The scheduled read, for the layer's scope. */
 export const layer = (options: Partial<StoreHealthOptions> = {}): Layer.Layer<never, never, Store> =>
-  Layer.scopedDiscard(
+  Layer.effectDiscard(
     Effect.gen(function* () {
       const intervalMs = options.intervalMs ?? Defaults.intervalMs
-      if (!Number.isInteger(intervalMs) || intervalMs < 1) return yield* Effect.dieMessage(`storeHealth.intervalMs = ${intervalMs} must be >= 1`)
+      if (!Number.isInteger(intervalMs) || intervalMs < 1) return yield* Effect.die(new Error(`storeHealth.intervalMs = ${intervalMs} must be >= 1`))
       const store = yield* Store
       let warned = false
       const once = tick.pipe(
         Effect.provideService(Store, store),
         Effect.tap((h) =>
           h.disk.truncated && !warned
-            ? Effect.zipRight(
+            ? Effect.andThen(
                 Effect.sync(() => (warned = true)),
                 Effect.logWarning("store health: the store directory has more files than one read lists; disk bytes are of the first ones").pipe(
                   Effect.annotateLogs({ files: h.disk.files })
@@ -79,7 +79,7 @@ export const layer = (options: Partial<StoreHealthOptions> = {}): Layer.Layer<ne
               )
             : Effect.void
         ),
-        Effect.catchAllCause((cause) => Effect.logError("store health: read failed", cause))
+        Effect.catchCause((cause) => Effect.logError("store health: read failed", cause))
       )
       yield* once.pipe(Effect.repeat(Schedule.spaced(Duration.millis(intervalMs))), Effect.forkScoped)
     })

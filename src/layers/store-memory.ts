@@ -4,7 +4,7 @@
  * sentinels, the format stamp). For fast domain and property tests; it must
  * pass the same conformance suite as the RocksDB layer.
  */
-import { Chunk, Effect, Layer, Option, Stream } from "effect"
+import { Effect, Layer, Option, Stream } from "effect"
 import { compare, familyOf } from "../domain/keys.js"
 import { type Batch, type ColumnFamily, ColumnFamilies, decodeInt64LE, encodeInt64LE } from "../domain/ops.js"
 import { CURRENT_FORMAT, initialize } from "./store-open.js"
@@ -176,12 +176,12 @@ export const makeMemoryStore = (opts: MemoryOptions = {}): Effect.Effect<StoreSh
         const reverse = o?.reverse === true
         return Stream.suspend(() => {
           stats.scan(familyOf(cf, range.lo))
-          return Stream.paginateChunkEffect(undefined as Uint8Array | undefined, (after) =>
+          return Stream.paginate(undefined as Uint8Array | undefined, (after) =>
             Effect.sync(() => {
               const page = db.slice(cf, range, chunk, reverse, after)
               const last = page[page.length - 1]
               return [
-                Chunk.unsafeFromArray(page),
+                page,
                 page.length < chunk || last === undefined ? Option.none() : Option.some(last.key)
               ] as const
             })

@@ -56,7 +56,7 @@ export const workerCommitter = (db: RocksLevel, opts: CommitterOptions): Effect.
     let onIdle: (() => void) | undefined
 
     const worker = yield* Effect.acquireRelease(
-      Effect.async<Worker, StoreError>((resume) => {
+      Effect.callback<Worker, StoreError>((resume) => {
         const w = new Worker(WORKER_URL, {
           // Plain JavaScript: don't inherit a TypeScript loader (tsx) from the parent; it costs ~0.5 s per start.
           execArgv: [],
@@ -90,7 +90,7 @@ export const workerCommitter = (db: RocksLevel, opts: CommitterOptions): Effect.
       (w) =>
         Effect.gen(function* () {
           if (pending.size > 0 && dead === undefined) {
-            yield* Effect.async<void>((resume) => {
+            yield* Effect.callback<void>((resume) => {
               onIdle = () => resume(Effect.void)
             }).pipe(Effect.timeout("30 seconds"), Effect.ignore)
           }
@@ -130,7 +130,7 @@ export const workerCommitter = (db: RocksLevel, opts: CommitterOptions): Effect.
     worker.on("exit", (code) => die(`commit worker exited (code ${code})`))
 
     const commit = (buffer: ArrayBuffer, sync: boolean): Effect.Effect<void, StoreError> =>
-      Effect.async<void, StoreError>((resume) => {
+      Effect.callback<void, StoreError>((resume) => {
         if (dead !== undefined) return resume(Effect.fail(new StoreError({ op: "write", message: dead })))
         const id = nextId++
         pending.set(id, resume)

@@ -124,7 +124,7 @@ export const openDb = (
 ): Effect.Effect<RocksLevel, StoreError | StoreLocked | StoreFormatNewer> => {
   const names = columnFamiliesOf(supported)
   return rawOpen(dir, names, tuning).pipe(
-    Effect.catchAll((message) => {
+    Effect.catch((message) => {
       const unopened = UNOPENED.exec(message)
       return unopened === null
         ? Effect.fail(openError(dir, message))

@@ -8,7 +8,7 @@
  * are in store-rocksdb-open.ts, the health read in store-rocksdb-health.ts.
  */
 import type { ColumnHandle, RocksLevel } from "@nxtedition/rocksdb"
-import { Chunk, Effect, Layer, Option, Stream } from "effect"
+import { Array as Arr, Cause, Effect, Layer, Stream } from "effect"
 import { asBuffer, compare, decodeU32, familyOf, Meta } from "../domain/keys.js"
 import { type Batch, type ColumnFamily, decodeInt64LE } from "../domain/ops.js"
 import { type Entry, type Range, Store, StoreError, storeErrorOf as fail, type StoreOpenError, type StoreShape } from "./store.js"
@@ -160,26 +160,34 @@ const makeStore = (
           stats.scan(familyOf(cf, range.lo))
           if (isEmpty(range)) return Stream.empty
           const chunk = Math.max(1, o?.chunk ?? 1000)
-          return Stream.acquireRelease(
-            Effect.try({ try: () => iterator(cf, range, o?.reverse === true, -1), catch: fail("stream") }),
-            (it) => Effect.sync(() => close(it))
-          ).pipe(
-            Stream.flatMap((it) => {
-              let finished = false
-              return Stream.repeatEffectChunkOption(
-                Effect.suspend(() => {
-                  if (finished) return Effect.fail(Option.none())
-                  return Effect.try({
-                    try: () => {
-                      const next = it._nextvSync(chunk)
-                      finished = next.finished
-                      return Chunk.unsafeFromArray(entries(next.rows, []))
-                    },
-                    catch: (e) => Option.some(fail("stream")(e))
+          // The iterator lives in the stream's scope: closed when the stream ends, fails or is interrupted.
+          return Stream.scoped(
+            Stream.fromPull(
+              Effect.map(
+                Effect.acquireRelease(
+                  Effect.try({ try: () => iterator(cf, range, o?.reverse === true, -1), catch: fail("stream") }),
+                  (it) => Effect.sync(() => close(it))
+                ),
+                (it) => {
+                  let finished = false
+                  const pull: Effect.Effect<Arr.NonEmptyReadonlyArray<Entry>, StoreError | Cause.Done> = Effect.suspend(() => {
+                    if (finished) return Cause.done()
+                    return Effect.flatMap(
+                      Effect.try({
+                        try: () => {
+                          const next = it._nextvSync(chunk)
+                          finished = next.finished
+                          return entries(next.rows, [])
+                        },
+                        catch: fail("stream")
+                      }),
+                      (rows) => (Arr.isArrayNonEmpty(rows) ? Effect.succeed(rows) : pull)
+                    )
                   })
-                })
+                  return pull
+                }
               )
-            })
+            )
           )
         }),
       first: (cf, range, o) =>
@@ -197,4 +205,4 @@ const makeStore = (
 
 /** The RocksDB store in `dir`, open for the layer's scope (closed, worker first, when it ends). */
 export const layerRocksDb = (dir: string, options: RocksDbOptions = {}): Layer.Layer<Store, StoreOpenError> =>
-  Layer.scoped(Store, makeRocksDbStore(dir, options))
+  Layer.effect(Store, makeRocksDbStore(dir, options))

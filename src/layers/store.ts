@@ -127,4 +127,4 @@ export interface StoreShape {
   readonly resetStats: Effect.Effect<void>
 }
 
-export class Store extends Context.Tag("ankusa/Store")<Store, StoreShape>() {}
+export class Store extends Context.Service<Store, StoreShape>()("ankusa/Store") {}

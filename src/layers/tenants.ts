@@ -23,7 +23,7 @@ export interface TenantsShape {
   readonly count: Effect.Effect<number, StoreError>
 }
 
-export class Tenants extends Context.Tag("ankusa/Tenants")<Tenants, TenantsShape>() {}
+export class Tenants extends Context.Service<Tenants, TenantsShape>()("ankusa/Tenants") {}
 
 export const make = Effect.gen(function* () {
   const store = yield* Store

@@ -4,18 +4,16 @@
  * write took. Together they say whether ingest is bound by the disk (long
  * commits) or by the edge (short commits of few requests).
  */
-import { Metric, MetricBoundaries } from "effect"
+import { Metric } from "effect"
 
 /** 1 to 4,096 requests (`writer.maxBatch` is at most 4,096), doubling. */
-export const batchRequests = Metric.histogram(
-  "ankusa_writer_batch_requests",
-  MetricBoundaries.exponential({ start: 1, factor: 2, count: 13 }),
-  "Requests answered by one Writer commit (new hooks and their duplicates)"
-)
+export const batchRequests = Metric.histogram("ankusa_writer_batch_requests", {
+  description: "Requests answered by one Writer commit (new hooks and their duplicates)",
+  boundaries: Metric.exponentialBoundaries({ start: 1, factor: 2, count: 13 })
+})
 
 /** 0.25 ms to about 8 s, doubling. */
-export const commitSeconds = Metric.histogram(
-  "ankusa_writer_commit_seconds",
-  MetricBoundaries.exponential({ start: 0.00025, factor: 2, count: 16 }),
-  "Duration of the Writer's synced write (the fsync included), per commit"
-)
+export const commitSeconds = Metric.histogram("ankusa_writer_commit_seconds", {
+  description: "Duration of the Writer's synced write (the fsync included), per commit",
+  boundaries: Metric.exponentialBoundaries({ start: 0.00025, factor: 2, count: 16 })
+})

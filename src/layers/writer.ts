@@ -4,7 +4,7 @@
  * assignment, hook ids, idempotency keys and tenant ordinal allocation, and
  * the bounded tenant id → ord cache. See docs/architecture.md "The Writer".
  */
-import { Cause, Clock, Context, Data, Effect, Exit, Fiber, Layer, Metric, Queue } from "effect"
+import { Cause, Clock, Context, Data, Effect, Exit, Fiber, Layer, Metric, Queue, Semaphore } from "effect"
 import * as Dedupe from "../domain/dedupe.js"
 import * as Deliveries from "../domain/deliveries.js"
 import { DEFAULT_TENANT, encodeEnvelope } from "../domain/envelope.js"
@@ -68,7 +68,7 @@ export interface WriterShape {
   readonly exclusive: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
-export class Writer extends Context.Tag("ankusa/Writer")<Writer, WriterShape>() {}
+export class Writer extends Context.Service<Writer, WriterShape>()("ankusa/Writer") {}
 
 // ---------------------------------------------------------------------------
 // Options (docs/configuration.md)
@@ -122,7 +122,7 @@ const resolveOptions = (o: WriterOptions): Effect.Effect<Required<WriterOptions>
     const out = { ...Defaults, ...o } as Required<WriterOptions>
     for (const [key, [lo, hi]] of Object.entries(Ranges) as Array<[keyof WriterOptions, readonly [number, number]]>) {
       const v = out[key]
-      if (!Number.isInteger(v) || v < lo || v > hi) return Effect.dieMessage(`writer option ${key} = ${v} is outside ${lo}..${hi}`)
+      if (!Number.isInteger(v) || v < lo || v > hi) return Effect.die(new Error(`writer option ${key} = ${v} is outside ${lo}..${hi}`))
     }
     return Effect.succeed(out)
   })
@@ -159,7 +159,7 @@ const latin1 = (b: Uint8Array) => Keys.asBuffer(b).toString("latin1")
 const loadState = (store: StoreShape) =>
   Effect.gen(function* () {
     const format = yield* store.format
-    if (format !== 3) return yield* Effect.dieMessage(`the Writer needs a format 3 store; this one is format ${format} (migrate first)`)
+    if (format !== 3) return yield* Effect.die(new Error(`the Writer needs a format 3 store; this one is format ${format} (migrate first)`))
     const [seqV, ordV, nodeV] = yield* store.multiGet("default", [Keys.Meta.nextSeq, Keys.Meta.nextOrd, Keys.Meta.nodeId])
     const lastHook = yield* store.first("hooks", Keys.familyDataRange(Keys.Families.hooks), { reverse: true })
     const nextSeq = Math.max(seqV === undefined ? 1 : Keys.decodeU64(seqV), lastHook === undefined ? 1 : Keys.decodeHookKey(lastHook.key) + 1)
@@ -189,7 +189,7 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
     let queuedBytes = 0
     let carry: Array<Item> = []
     let closing = false
-    const section = yield* Effect.makeSemaphore(1)
+    const section = yield* Semaphore.make(1)
 
     const took = (items: Iterable<Item>) => {
       for (const it of items) queuedBytes -= it.bytes
@@ -332,9 +332,9 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
     // Every request of the batch gets an answer: a failed commit fails them all (completed ones stay completed).
     const run = (items: ReadonlyArray<Item>) =>
       section.withPermits(1)(commit(items)).pipe(
-        Effect.catchAllCause((cause) =>
+        Effect.catchCause((cause) =>
           Effect.logError("writer: batch failed", Cause.pretty(cause)).pipe(
-            Effect.zipRight(answer(items, Exit.failCause(cause)))
+            Effect.andThen(answer(items, Exit.failCause(cause)))
           )
         )
       )
@@ -348,8 +348,9 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
       return items.slice(0, n)
     }
 
+    // Whatever is queued, up to the batch's room, without waiting (an empty queue gives nothing).
     const fill = (items: Array<Item>) =>
-      Queue.takeUpTo(queue, o.maxBatch - items.length).pipe(
+      Effect.suspend(() => (Queue.sizeUnsafe(queue) === 0 ? Effect.succeed([]) : Queue.takeBetween(queue, 1, o.maxBatch - items.length))).pipe(
         Effect.map((more) => {
           took(more)
           for (const it of more) items.push(it)
@@ -384,7 +385,7 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
       Effect.gen(function* () {
         closing = true
         yield* Fiber.interrupt(fiber)
-        const queued = yield* Queue.takeAll(queue)
+        const queued = yield* Queue.clear(queue)
         took(queued)
         let rest = [...carry, ...queued]
         carry = []
@@ -406,7 +407,7 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
       const bytes = req.body.length
       // A request larger than the byte bound still goes through an empty queue.
       if (queuedBytes > 0 && queuedBytes + bytes > o.queueBytes) return new Overloaded({ reason: "bytes" })
-      if (!Queue.unsafeOffer(queue, { req, done, bytes })) return new Overloaded({ reason: "requests" })
+      if (!Queue.offerUnsafe(queue, { req, done, bytes })) return new Overloaded({ reason: "requests" })
       queuedBytes += bytes
       return undefined
     }
@@ -417,8 +418,10 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
     }
 
     // Interrupting the caller does not withdraw a queued request: it is committed with its batch.
+    // A resume runs the caller at once, inside the Writer's answer loop: the caller yields first,
+    // so the rest of it runs on its own turn, after the batch's other answers and `onCommit`.
     const submit = (req: IngestRequest): Effect.Effect<IngestResult, SubmitError> =>
-      Effect.async<IngestResult, SubmitError>((resume) => enqueue(req, resume))
+      Effect.callback<IngestResult, SubmitError>((resume) => enqueue(req, resume)).pipe(Effect.onExit(() => Effect.yieldNow))
 
     const queued = Effect.map(Queue.size(queue), (n) => Math.max(0, n) + carry.length)
 
@@ -427,4 +430,4 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
 
 /** The Writer over the `Store`; closing its scope drains the queue (see `make`). */
 export const layer = (options: WriterOptions = {}, hooks: WriterHooks = {}): Layer.Layer<Writer, StoreError, Store> =>
-  Layer.scoped(Writer, make(options, hooks))
+  Layer.effect(Writer, make(options, hooks))

@@ -1,14 +1,13 @@
 /**
- * The `ankusa` command line (@effect/cli). `serve` is added by the gateway
- * work (src/programs/serve.ts); `store` (migrate, fixture, check) is in
- * src/programs/store.ts. A handler that fails has already said why on
- * stderr; the process exits 1.
+ * The `ankusa` command line (effect/cli). The commands are in src/programs/commands.ts,
+ * which loads `serve` (serve.ts) and `store` (store.ts) only when one runs. A handler
+ * that fails has already said why on stderr; the process exits 1.
  */
-import { Command } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Effect } from "effect"
-import { serveCommand } from "./serve.js"
-import { storeCommand } from "./store.js"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import { Cause, Console, Effect, Exit, Layer, Runtime } from "effect"
+import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
+import { serveCommand, storeCommand } from "./commands.js"
 
 export const VERSION = "0.1.0"
 
@@ -17,6 +16,24 @@ export const ankusa = Command.make("ankusa").pipe(
   Command.withSubcommands([serveCommand, storeCommand])
 )
 
-export const cli = Command.run(ankusa, { name: "ankusa", version: VERSION })
+/** The command line on the process's arguments. */
+export const cli = Command.run(ankusa, { version: VERSION })
 
-cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain({ disableErrorReporting: true }))
+// A refused invocation answers on stderr, one line per problem naming the flag, not with the whole help.
+const presenter = CliOutput.layerPresenter({
+  present: (event) =>
+    event._tag === "InvalidInvocation"
+      ? Console.error(event.errors.map((e) => `${event.commandPath.join(" ")}: ${e.message}`).join("\n"))
+      : CliOutput.defaultPresenter.present(event)
+})
+
+// No --wizard: its prompts draw on the terminal even when stdout is not one, and `serve` has three flags.
+const builtIns = CliConfig.layer({
+  builtIns: [GlobalFlag.Help, GlobalFlag.Version, GlobalFlag.Completions, GlobalFlag.LogLevel]
+})
+
+// SIGTERM/SIGINT interrupt the main fiber; a shutdown that drained cleanly exits 0, not 130.
+const teardown: Runtime.Teardown = (exit, onExit) =>
+  Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
+
+cli.pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, presenter, builtIns)), NodeRuntime.runMain({ disableErrorReporting: true, teardown }))

@@ -16,12 +16,11 @@
  * recovery), the Writer commits what it holds, the server closes, the store
  * closes.
  */
-import { Command, Options } from "@effect/cli"
-import { HttpServer } from "@effect/platform"
-import { Cause, Clock, Context, Duration, Effect, Layer, Option, type Scope } from "effect"
+import { Clock, Context, Duration, Effect, Layer, type Scope } from "effect"
+import { HttpServer } from "effect/http"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type Config, resolveUrl } from "../domain/config.js"
+import { type Config, type LogLevel, resolveUrl } from "../domain/config.js"
 import { familiesOf } from "../domain/keys.js"
 import * as Archive from "../layers/archive.js"
 import * as Audit from "../layers/audit.js"
@@ -51,6 +50,7 @@ export interface ServeOptions {
   readonly config?: string | undefined
   readonly dataDir?: string | undefined
   readonly port?: number | undefined
+  readonly logLevel?: LogLevel | undefined
   readonly env?: Readonly<Record<string, string | undefined>>
 }
 
@@ -170,7 +170,7 @@ export const serve = (config: Config) =>
 
       // 6. Open. The first finalizer to run at shutdown closes the gate again.
       yield* Effect.addFinalizer(() =>
-        Effect.zipRight(gate.setPhase("stopping"), Effect.logInfo("stopping: the gate is closed; draining"))
+        Effect.andThen(gate.setPhase("stopping"), Effect.logInfo("stopping: the gate is closed; draining"))
       )
       yield* gate.open(ctx)
       const format = yield* store.format
@@ -189,14 +189,6 @@ export const serve = (config: Config) =>
     })
   ).pipe(Effect.ensuring(Effect.logInfo("stopped")))
 
-/** The most specific message an error carries (a ServeError's is in its cause). */
-const describe = (e: unknown): string => {
-  const own = typeof e === "object" && e !== null && "message" in e ? String(e.message) : ""
-  if (own !== "") return own
-  const cause = typeof e === "object" && e !== null && "cause" in e ? e.cause : undefined
-  return cause instanceof Error ? cause.message : String(cause ?? e)
-}
-
 /** Load the configuration (refusing a bad one with the key named), then serve with its logger. */
 export const run = (options: ServeOptions) =>
   Effect.gen(function* () {
@@ -204,48 +196,8 @@ export const run = (options: ServeOptions) =>
       file: options.config,
       dataDir: options.dataDir,
       port: options.port,
+      logLevel: options.logLevel,
       ...(options.env === undefined ? {} : { env: options.env })
     })
     return yield* serve(config).pipe(Effect.provide(Logger.layer(config.log.level)))
   })
-
-// ---------------------------------------------------------------------------
-// The command
-
-export const serveCommand = Command.make(
-  "serve",
-  {
-    config: Options.file("config").pipe(
-      Options.withDescription("Configuration file (YAML or JSON); default: ANKUSA_CONFIG, else the built-in default"),
-      Options.optional
-    ),
-    dataDir: Options.text("data-dir").pipe(
-      Options.withDescription("Data directory (the store is <data-dir>/store); overrides dataDir and ANKUSA_DATA_DIR"),
-      Options.optional
-    ),
-    port: Options.integer("port").pipe(
-      Options.withDescription("HTTP port (0: a free one, logged at start); overrides http.port and ANKUSA_HTTP_PORT"),
-      Options.optional
-    )
-  },
-  (a) =>
-    run({
-      config: Option.getOrUndefined(a.config),
-      dataDir: Option.getOrUndefined(a.dataDir),
-      port: Option.getOrUndefined(a.port)
-    }).pipe(
-      // main.ts runs with error reporting off: a failed boot says why here, on stderr.
-      Effect.tapErrorCause((cause) =>
-        Cause.isInterruptedOnly(cause)
-          ? Effect.void
-          : Effect.sync(() => {
-              const failure = Cause.failureOption(cause)
-              const message = Option.match(failure, {
-                onNone: () => Cause.pretty(cause),
-                onSome: (e) => (e._tag === "ConfigError" ? e.message : `ankusa serve: ${e._tag}: ${describe(e)}`)
-              })
-              process.stderr.write(`${message}\n`)
-            })
-      )
-    )
-).pipe(Command.withDescription("Run the gateway: HTTP ingest and admin, dispatch to sinks, metrics"))

@@ -9,7 +9,6 @@
  * The store is `<dataDir>/store` (`storeDirOf`); dataDir comes from the
  * configuration (`--config`, `ANKUSA_DATA_DIR`, `--data-dir`).
  */
-import { Args, Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Console, Data, Effect, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -138,64 +137,9 @@ export const check = (dir: string) =>
     if (differences > 0) return yield* Effect.fail(new CheckFailed({ differences }))
   })
 
-// ---------------------------------------------------------------------------
-// The commands
-
-const configFile = Options.file("config").pipe(
-  Options.withDescription("Configuration file (YAML or JSON); default: ANKUSA_CONFIG or the built-in default"),
-  Options.optional
-)
-const dataDir = Options.text("data-dir").pipe(
-  Options.withDescription("Data directory (the store is <data-dir>/store); default: the configuration's dataDir"),
-  Options.optional
-)
-
-const resolve = (config: Option.Option<string>, dir: Option.Option<string>) =>
+/** The store directory and the tenant limit from the configuration (`--config`, `--data-dir`). */
+export const resolve = (config: Option.Option<string>, dir: Option.Option<string>) =>
   Effect.map(Config.load({ file: Option.getOrUndefined(config), dataDir: Option.getOrUndefined(dir) }), (c) => ({
     dir: storeDirOf(c.dataDir),
     maxTenants: c.tenants.max
   }))
-
-/** Print the error's message on stderr and fail with it: the CLI exits 1. */
-const reported = <A, E extends { readonly message: string }, R>(e: Effect.Effect<A, E, R>) =>
-  Effect.tapError(e, (err) => Console.error(`error: ${err.message}`))
-
-const migrateCommand = Command.make(
-  "migrate",
-  {
-    dryRun: Options.boolean("dry-run").pipe(Options.withDescription("List the pending migrations and change nothing")),
-    config: configFile,
-    dataDir
-  },
-  (a) =>
-    reported(
-      Effect.flatMap(resolve(a.config, a.dataDir), (c) => migrate(c.dir, { dryRun: a.dryRun, maxTenants: c.maxTenants }))
-    )
-).pipe(Command.withDescription("Run the pending store format migrations (boot runs them too)"))
-
-const fixtureCommand = Command.make(
-  "fixture",
-  {
-    path: Args.text({ name: "PATH" }).pipe(Args.withDescription("Archive to write (.tar.zst)")),
-    format: Options.text("format").pipe(
-      Options.withDefault("3"),
-      // Validated here so the message names the option (choice's does not).
-      Options.mapEffect((v) =>
-        v === "2" || v === "3"
-          ? Effect.succeed(v === "2" ? (2 as const) : (3 as const))
-          : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--format must be 2 or 3, got ${JSON.stringify(v)}`)))
-      ),
-      Options.withDescription("Store format of the fixture: 2 or 3 (default 3)")
-    )
-  },
-  (a) => reported(fixture(a.path, a.format))
-).pipe(Command.withDescription("Write the standard fixture store as a .tar.zst archive"))
-
-const checkCommand = Command.make("check", { config: configFile, dataDir }, (a) =>
-  reported(Effect.flatMap(resolve(a.config, a.dataDir), (c) => check(c.dir)))
-).pipe(Command.withDescription("Check every counter against a fold of the families, and the layout's invariants"))
-
-export const storeCommand = Command.make("store").pipe(
-  Command.withDescription("Operate on the node's store"),
-  Command.withSubcommands([migrateCommand, fixtureCommand, checkCommand])
-)

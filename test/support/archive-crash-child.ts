@@ -31,7 +31,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         yield* store.write([...Tenants.allocate("t1", 1), Tenants.nextOrdOp(2)], { sync: true })
         const archive = yield* Archive.make(
           { dir: archiveDir!, enabled: true, segmentBytes: SEGMENT_BYTES, blockBytes: BLOCK_BYTES, chunk: 40 },
-          pause ? { afterAppend: Effect.sync(() => process.stdout.write("appended\n")).pipe(Effect.zipRight(Effect.never)) } : {}
+          pause ? { afterAppend: Effect.sync(() => process.stdout.write("appended\n")).pipe(Effect.andThen(Effect.never)) } : {}
         ).pipe(Effect.provideService(Store, store))
         const last = yield* store.first("hooks", K.familyDataRange(K.Families.hooks), { reverse: true })
         let seq = last === undefined ? 1 : K.decodeHookKey(last.key) + 1

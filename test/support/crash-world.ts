@@ -5,7 +5,7 @@
  * hook has, for each of its sinks, a delivery seen by the sink or a due,
  * inflight or dead row under its tenant's ordinal, and `checkStore` is clean.
  */
-import { Chunk, Effect, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import { createServer, type Server } from "node:http"
 import * as K from "../../src/domain/keys.js"
 import { checkStore, type CheckReport } from "../../src/layers/check.js"
@@ -126,7 +126,7 @@ export interface Inspection {
 const keysOf = (store: StoreShape, family: K.Family, decode: (k: Uint8Array) => K.InflightRef) =>
   familyRows(store, family).pipe(
     Stream.runCollect,
-    Effect.map((c) => new Set(Chunk.toReadonlyArray(c).map((e) => {
+    Effect.map((c) => new Set(c.map((e) => {
       const r = decode(e.key)
       return `${r.ord}/${r.seq}/${r.sink}`
     })))

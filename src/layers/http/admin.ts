@@ -5,8 +5,8 @@
  * effective configuration. Actions that change data (and config reads) leave
  * an audit row first.
  */
-import { HttpRouter, HttpServerRequest } from "@effect/platform"
-import { Effect, Either, ParseResult, Schema } from "effect"
+import { Effect, Result, Schema, SchemaIssue, SchemaTransformation } from "effect"
+import { HttpRouter, HttpServerRequest } from "effect/http"
 import * as AuditLog from "../../domain/audit.js"
 import { type Config, redact } from "../../domain/config.js"
 import { decodeEnvelope, tenantOf } from "../../domain/envelope.js"
@@ -87,39 +87,44 @@ const ordOf = (tenant: string) => Effect.flatMap(Tenants, (t) => t.ord(tenant))
 // ---------------------------------------------------------------------------
 // Bodies
 
-const Instant = Schema.Union(
-  Schema.NonNegativeInt,
-  Schema.String.pipe(
-    Schema.filter((s) => !Number.isNaN(Date.parse(s)) || "expected an ISO 8601 time"),
-    Schema.transform(Schema.Number, { strict: true, decode: (s) => Date.parse(s), encode: (n) => new Date(n).toISOString() })
+const Instant = Schema.Union([
+  Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  Schema.String.check(Schema.makeFilter((s) => !Number.isNaN(Date.parse(s)) || "expected an ISO 8601 time")).pipe(
+    Schema.decodeTo(
+      Schema.Number,
+      SchemaTransformation.transform({ decode: (s) => Date.parse(s), encode: (n) => new Date(n).toISOString() })
+    )
   )
-)
+])
 
 const ReplayBody = Schema.Struct({
-  tenant: Schema.optional(Schema.Union(Schema.String, Schema.Array(Schema.String))),
+  tenant: Schema.optional(Schema.Union([Schema.String, Schema.Array(Schema.String)])),
   source: Schema.optional(Schema.String),
   /** Dead-letter time bounds, inclusive: ms since the epoch or ISO 8601. */
   from: Schema.optional(Instant),
   to: Schema.optional(Instant),
-  ids: Schema.optional(Schema.Array(Schema.String).pipe(Schema.maxItems(REPLAY_MAX_IDS)))
+  ids: Schema.optional(Schema.Array(Schema.String).check(Schema.isMaxLength(REPLAY_MAX_IDS)))
 })
 
-const decodeJson = <A, I>(schema: Schema.Schema<A, I>, bytes: Uint8Array): Effect.Effect<A, BadRequest> => {
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+
+const decodeJson = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, bytes: Uint8Array): Effect.Effect<S["Type"], BadRequest> => {
   let doc: unknown
   try {
     doc = JSON.parse(Buffer.from(bytes).toString("utf8"))
   } catch {
     return Effect.fail(new BadRequest({ code: "bad_body", message: "expected a JSON body" }))
   }
-  const r = Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })(doc)
-  if (Either.isRight(r)) return Effect.succeed(r.right)
-  const first = ParseResult.ArrayFormatter.formatErrorSync(r.left)[0]
-  const at = first === undefined || first.path.length === 0 ? "body" : first.path.join(".")
+  const r = Schema.decodeUnknownResult(schema, { onExcessProperty: "error" })(doc)
+  if (Result.isSuccess(r)) return Effect.succeed(r.success)
+  const first = formatIssue(r.failure.issue).issues[0]
+  const at = first === undefined || first.path === undefined || first.path.length === 0 ? "body" : first.path.map(String).join(".")
   return Effect.fail(new BadRequest({ code: "bad_body", message: `${at}: ${first?.message ?? "invalid"}` }))
 }
 
 // ---------------------------------------------------------------------------
 
+/** The admin routes (the server adds them to its router). */
 export const router = (config: Config) => {
   const tokens = tokenTable(config.adminTokens)
   const sourceRoutes = new Map(config.sources.map((s) => [s.id, s.routes]))
@@ -329,16 +334,16 @@ export const router = (config: Config) => {
     })
   )
 
-  return HttpRouter.empty.pipe(
-    HttpRouter.get("/v1/dlq", dlq),
-    HttpRouter.post("/v1/dlq/replay", replay),
-    HttpRouter.get("/v1/tenants/:tenant", tenant),
-    HttpRouter.del("/v1/tenants/:tenant/queue", purge),
-    HttpRouter.get("/v1/quarantine", quarantineList),
-    HttpRouter.del("/v1/quarantine", quarantineDelete),
-    HttpRouter.get("/v1/audit", auditList),
-    HttpRouter.get("/v1/config", configRoute)
-  )
+  return [
+    HttpRouter.route("GET", "/v1/dlq", dlq),
+    HttpRouter.route("POST", "/v1/dlq/replay", replay),
+    HttpRouter.route("GET", "/v1/tenants/:tenant", tenant),
+    HttpRouter.route("DELETE", "/v1/tenants/:tenant/queue", purge),
+    HttpRouter.route("GET", "/v1/quarantine", quarantineList),
+    HttpRouter.route("DELETE", "/v1/quarantine", quarantineDelete),
+    HttpRouter.route("GET", "/v1/audit", auditList),
+    HttpRouter.route("GET", "/v1/config", configRoute)
+  ]
 }
 
 

@@ -4,9 +4,9 @@
  * Scopes use the convention of the Quarantine and Audit services: `null` is
  * global.
  */
-import { HttpServerRequest } from "@effect/platform"
-import { createHash, timingSafeEqual } from "node:crypto"
 import { Effect } from "effect"
+import { HttpServerRequest } from "effect/http"
+import { createHash, timingSafeEqual } from "node:crypto"
 import type { AdminToken } from "../../domain/config.js"
 import { Forbidden, Unauthorized } from "./errors.js"
 

@@ -4,9 +4,9 @@
  * past it is refused at that byte and the rest is drained unread, so the
  * client still reads its 413 on a connection that stays usable.
  */
-import { HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect } from "effect"
+import { HttpServerRequest } from "effect/http"
 import type { IncomingMessage } from "node:http"
 import { BadRequest, TooLarge } from "./errors.js"
 
@@ -63,8 +63,10 @@ export const readIncoming = (
 /** `readIncoming` for a handler on the platform router. */
 export const readBody = (limit: number): Effect.Effect<Uint8Array, TooLarge | BadRequest, HttpServerRequest.HttpServerRequest> =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    Effect.async<Uint8Array, TooLarge | BadRequest>((resume) => {
-      const cleanup = readIncoming(NodeHttpServerRequest.toIncomingMessage(request), limit, (r) =>
+    Effect.callback<Uint8Array, TooLarge | BadRequest>((resume) => {
+      // The server is node:http's (server.ts), so the request is an HTTP/1 IncomingMessage.
+      const msg = NodeHttpServerRequest.toIncomingMessage(request) as IncomingMessage
+      const cleanup = readIncoming(msg, limit, (r) =>
         resume(r instanceof Uint8Array ? Effect.succeed(r) : Effect.fail(r))
       )
       return Effect.sync(cleanup)

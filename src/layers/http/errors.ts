@@ -3,8 +3,8 @@
  * status, JSON body (`{"error": <stable code>, "message"?}`) and headers.
  * docs/api.md lists the codes.
  */
-import { HttpServerResponse } from "@effect/platform"
 import { Data } from "effect"
+import { HttpServerResponse } from "effect/http"
 import type { TenantLimit } from "../../domain/tenants.js"
 import type { StoreError } from "../store.js"
 import type { TenantNotFound } from "../tenants.js"
@@ -136,7 +136,7 @@ export const refusalOf = (e: EdgeError): Refusal => {
 }
 
 export const json = (status: number, body: unknown, headers: Readonly<Record<string, string>> = {}) =>
-  HttpServerResponse.unsafeJson(body, { status, headers })
+  HttpServerResponse.jsonUnsafe(body, { status, headers })
 
 export const respond = (e: EdgeError): HttpServerResponse.HttpServerResponse => {
   const r = refusalOf(e)

@@ -32,7 +32,7 @@ export interface GateShape {
   readonly unsafeServices: () => Context.Context<ApiServices> | NotReady
 }
 
-export class Gate extends Context.Tag("ankusa/http/Gate")<Gate, GateShape>() {}
+export class Gate extends Context.Service<Gate, GateShape>()("ankusa/http/Gate") {}
 
 export const make = Effect.sync(() => {
   // A plain cell: every change is one synchronous assignment, and the ingest listener reads it without a fiber.

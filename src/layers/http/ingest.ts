@@ -10,7 +10,7 @@
  * from the Writer after the commit (docs/architecture.md "The ingest path").
  * Only the rare quarantine write runs as an Effect.
  */
-import { Cause, Context, Effect, Exit, Runtime } from "effect"
+import { Cause, Context, Effect, Exit } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import type { Config, Source } from "../../domain/config.js"
 import * as Dedupe from "../../domain/dedupe.js"
@@ -94,9 +94,10 @@ export type Listener = (req: IncomingMessage, res: ServerResponse, source: strin
 export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =>
   Effect.gen(function* () {
     const gate = yield* Gate
-    const runtime = yield* Effect.runtime<never>()
-    const runFork = Runtime.runFork(runtime)
-    const runCallback = Runtime.runCallback(runtime)
+    const context = yield* Effect.context<never>()
+    const runFork = Effect.runForkWith(context)
+    const runCallback = Effect.runCallbackWith(context)
+    const record = yield* Metrics.recorder
     const sources = new Map(config.sources.map((s) => [s.id, s]))
     const keys = new Map(
       config.sources.flatMap((s) => (s.verification === "none" ? [] : [[s.id, Signature.parseSecret(s.verification.secret)!] as const]))
@@ -105,7 +106,7 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
     const archive = config.archive.enabled
 
     const send = (res: ServerResponse, started: number, outcome: Outcome, status: number, body: unknown, headers?: Headers) => {
-      Metrics.unsafeRecord(outcome, (performance.now() - started) / 1000)
+      record(outcome, (performance.now() - started) / 1000)
       const text = JSON.stringify(body)
       res.writeHead(status, { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(text) })
       res.end(text)
@@ -124,10 +125,10 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
           ? send(res, started, "duplicate", 200, { id: r.id, seq: r.seq, duplicate: true })
           : send(res, started, "accepted", 202, { id: r.id, seq: r.seq })
       }
-      const failure = Cause.failureOption(exit.cause)
+      const failure = Cause.findErrorOption(exit.cause)
       if (failure._tag === "Some") return refuse(res, started, failure.value)
       // Interrupted (the Writer is closing) or a defect: nothing was acknowledged; the client retries.
-      if (Cause.isInterruptedOnly(exit.cause)) return refuse(res, started, new WriterClosed())
+      if (Cause.hasInterruptsOnly(exit.cause)) return refuse(res, started, new WriterClosed())
       runFork(Effect.logError("ingest failed", exit.cause))
       send(res, started, "unavailable", 500, { error: "internal" })
     }
@@ -152,7 +153,7 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
           ).pipe(
             Effect.provide(services),
             Effect.map((r) => r !== undefined),
-            Effect.catchAll((e) => Effect.as(Effect.logWarning("quarantine write failed", e), false))
+            Effect.catch((e) => Effect.as(Effect.logWarning("quarantine write failed", e), false))
           )
           runCallback(put, {
             onExit: (exit) => refuse(res, started, new VerificationFailed({ reason: v.reason, quarantined: Exit.isSuccess(exit) && exit.value }))

@@ -4,8 +4,8 @@
  * recovery done, not stopping), `/metrics` (Prometheus text of every Effect
  * metric), and the built-in demo sink of the default configuration.
  */
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Metric } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { Config } from "../../domain/config.js"
 import { DEMO_SINK_PATH } from "../../domain/config.js"
 import * as Prometheus from "../prometheus.js"
@@ -32,7 +32,7 @@ const readyz = Effect.gen(function* () {
   const ok = yield* gate.services.pipe(
     Effect.flatMap((services) => Effect.provide(Effect.flatMap(Store, (s) => s.format), services)),
     Effect.as(true),
-    Effect.catchAll(() => Effect.succeed(false))
+    Effect.catch(() => Effect.succeed(false))
   )
   return ok ? json(200, { ready: true, phase }) : json(503, { ready: false, phase: "store_unavailable" })
 })
@@ -41,18 +41,19 @@ const metrics = Effect.map(Prometheus.scrape, (text) =>
   HttpServerResponse.text(text, { contentType: Prometheus.CONTENT_TYPE })
 )
 
+/** The routes (the server adds them to its router). */
 export const router = (config: Config) => {
-  const base = HttpRouter.empty.pipe(
-    HttpRouter.get("/healthz", healthz),
-    HttpRouter.get("/readyz", readyz),
-    HttpRouter.get("/metrics", metrics)
-  )
+  const base = [
+    HttpRouter.route("GET", "/healthz", healthz),
+    HttpRouter.route("GET", "/readyz", readyz),
+    HttpRouter.route("GET", "/metrics", metrics)
+  ]
   if (!config.http.demoSink) return base
   // The default demo sink: answers 204 and logs what a real sink would receive.
   const demo = Effect.gen(function* () {
     const request = yield* HttpServerRequest.HttpServerRequest
     const body = yield* readBody(DEMO_SINK_MAX_BODY_BYTES)
-    yield* Metric.increment(demoReceived)
+    yield* Metric.update(demoReceived, 1)
     yield* Effect.logInfo("demo sink received a delivery").pipe(
       Effect.annotateLogs({
         webhookId: request.headers["webhook-id"] ?? null,
@@ -62,5 +63,5 @@ export const router = (config: Config) => {
     )
     return HttpServerResponse.empty({ status: 204 })
   })
-  return base.pipe(HttpRouter.post(DEMO_SINK_PATH, demo))
+  return [...base, HttpRouter.route("POST", DEMO_SINK_PATH, demo)]
 }
