@@ -3,7 +3,7 @@
  * quarantine, archive compactor, reclaim, DLQ ceiling and audit pruning.
  * Effect metrics, exported by the edge's Prometheus endpoint with the rest.
  */
-import { Metric } from "effect"
+import { Effect, Layer, Metric } from "effect"
 
 export const dedupeSwept = Metric.counter("ankusa_dedupe_swept_total", {
   description: "Expired dedupe keys (?u with their ?e) deleted by the sweep",
@@ -70,3 +70,22 @@ export const auditPruned = Metric.counter("ankusa_audit_pruned_total", {
 
 /** The series of `m` labelled `reason`. */
 export const withReason = (m: Metric.Counter<number>, reason: string): Metric.Counter<number> => Metric.withAttributes(m, { reason })
+
+/** Every series above, each reason of the labelled ones included. */
+const series: ReadonlyArray<Metric.Counter<number>> = [
+  dedupeSwept,
+  quarantined,
+  ...["count", "bytes", "retention", "oversize"].map((r) => withReason(quarantineDropped, r)),
+  archiveCompactions,
+  archiveHooks,
+  ...["retention", "missing"].map((r) => withReason(archiveDropped, r)),
+  archiveRepairs,
+  archiveFramesLost,
+  reclaimHooks,
+  reclaimVisited,
+  ...["rows", "bytes"].map((r) => withReason(dlqCeilingDropped, r)),
+  auditPruned
+]
+
+/** Registers every series at 0, so /metrics shows them from boot rather than from their first event. */
+export const layer: Layer.Layer<never> = Layer.effectDiscard(Effect.forEach(series, (m) => Metric.update(m, 0), { discard: true }))

@@ -31,6 +31,7 @@ import * as EventLoopMetrics from "../layers/event-loop-metrics.js"
 import * as Gauges from "../layers/gauges.js"
 import * as Gate from "../layers/http/gate.js"
 import * as Http from "../layers/http/server.js"
+import * as LifecycleMetrics from "../layers/lifecycle-metrics.js"
 import * as Logger from "../layers/logger.js"
 import * as Migrate from "../layers/migrate.js"
 import * as Pipeline from "../layers/pipeline.js"
@@ -154,6 +155,7 @@ export const serve = (config: Config) =>
       ctx = yield* build(ctx, Gauges.layer({ intervalMs: config.gauges.intervalMs }))
       ctx = yield* build(ctx, StoreHealth.layer({ intervalMs: config.gauges.intervalMs }))
       ctx = yield* build(ctx, EventLoopMetrics.layer)
+      ctx = yield* build(ctx, LifecycleMetrics.layer)
       ctx = yield* build(ctx, ProcessMetrics.layer())
       ctx = yield* build(
         ctx,
