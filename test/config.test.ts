@@ -3,12 +3,12 @@
  * refusals that name the key (file, environment and flags).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Result } from "effect"
+import { ConfigProvider, Effect, Result } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Cfg from "../src/domain/config.js"
-import { load } from "../src/layers/config.js"
+import { load, read } from "../src/layers/config.js"
 
 const withFile = <A>(name: string, text: string, f: (file: string) => Promise<A>): Promise<A> => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-config-"))
@@ -74,6 +74,72 @@ describe("config", () => {
     expect(await message({ env: {}, port: 70_000 })).toMatch(/^config error at http\.port \(from --port\)/)
     const token = await Effect.runPromise(load({ env: { ANKUSA_ADMIN_TOKEN: "a-token-of-sixteen+" } }))
     expect(token.adminTokens).toEqual([{ name: "env", token: "a-token-of-sixteen+", tenants: "*" }])
+  })
+
+  it("a flag overrides the environment, which overrides the file, which overrides the default", async () => {
+    const yaml = "http: {host: 0.0.0.0, port: 9000}\nlog: {level: error}\n"
+    await withFile("ankusa.yaml", yaml, async (file) => {
+      const env = { ANKUSA_HTTP_PORT: "9100", ANKUSA_LOG_LEVEL: "warning" }
+      const flag = await Effect.runPromise(load({ file, env, port: 9200, logLevel: "debug" }))
+      // Each key from its highest source; the host, set only in the file, still comes from it.
+      expect([flag.http.host, flag.http.port, flag.log.level]).toEqual(["0.0.0.0", 9200, "debug"])
+      const fromEnv = await Effect.runPromise(load({ file, env }))
+      expect([fromEnv.http.host, fromEnv.http.port, fromEnv.log.level]).toEqual(["0.0.0.0", 9100, "warning"])
+      const fromFile = await Effect.runPromise(load({ file, env: {} }))
+      expect([fromFile.http.host, fromFile.http.port, fromFile.log.level]).toEqual(["0.0.0.0", 9000, "error"])
+    })
+    const none = await Effect.runPromise(load({ env: {} }))
+    expect([none.http.host, none.http.port, none.log.level]).toEqual(["127.0.0.1", 8080, "info"])
+  })
+
+  it("the configuration reads from any ConfigProvider", async () => {
+    const c = await Effect.runPromise(read(ConfigProvider.fromUnknown({ http: { port: 9300 }, archive: { enabled: true } })))
+    expect([c.http.port, c.http.host, c.archive.enabled]).toEqual([9300, "127.0.0.1", true])
+  })
+
+  it("an unknown key in the file is refused, naming the keys it may be", async () => {
+    const yaml = "http: {prot: 8080}\nlog: {levle: debug}\n"
+    await withFile("ankusa.yaml", yaml, async (file) =>
+      expect(await message({ file, env: {} })).toBe(
+        `config error at http.prot (file ${file}): is unexpected, expected: "host" | "port" | "demoSink"\n` +
+          `config error at log.levle (file ${file}): is unexpected, expected: "level"`
+      )
+    )
+  })
+
+  it("a key given no value in the file is refused, not taken as left out", async () => {
+    await withFile("ankusa.yaml", "sinks:\n", async (file) =>
+      expect(await message({ file, env: {} })).toBe(`config error at sinks (file ${file}): Expected array, actual null`)
+    )
+  })
+
+  it("a bad value under a key with a default is refused, not replaced by the default", async () => {
+    await withFile("ankusa.yaml", "http: {port: 80a}\n", async (file) =>
+      expect(await message({ file, env: {} })).toBe(`config error at http.port (file ${file}): Expected number, actual "80a"`)
+    )
+  })
+
+  it("a bad environment value names its variable, over the file's good one", async () => {
+    await withFile("ankusa.yaml", "http: {port: 9000}\n", async (file) =>
+      expect(await message({ file, env: { ANKUSA_HTTP_PORT: "80a" } })).toBe(
+        'config error at http.port (from ANKUSA_HTTP_PORT): Expected number, actual "80a"'
+      )
+    )
+  })
+
+  it("a route to a sink that is not configured names the file", async () => {
+    const yaml = "sinks: [{name: orders, url: 'http://x/'}]\nsources:\n  - {id: a, routes: [orders]}\n  - {id: b, routes: [billing]}\n"
+    await withFile("ankusa.yaml", yaml, async (file) =>
+      expect(await message({ file, env: {} })).toBe(`config error at sources[1].routes[0] (file ${file}): no sink named "billing"`)
+    )
+  })
+
+  it("a key that takes one of several words answers in one line", async () => {
+    const words = "expected one of trace, debug, info, warning, error, fatal, none"
+    await withFile("ankusa.yaml", "log: {level: warn}\n", async (file) =>
+      expect(await message({ file, env: {} })).toBe(`config error at log.level (file ${file}): ${words}, actual "warn"`)
+    )
+    expect(await message({ env: { ANKUSA_LOG_LEVEL: "loud" } })).toBe(`config error at log.level (from ANKUSA_LOG_LEVEL): ${words}, actual "loud"`)
   })
 
   it("GET /v1/config's view redacts secrets, tokens and sink header values", () => {

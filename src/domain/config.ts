@@ -1,7 +1,7 @@
 /**
  * The configuration: its Schema (every key, default and range), the embedded
- * default, and the redaction used by `GET /v1/config`. Pure: loading a file
- * and applying environment overrides live in `src/layers/config.ts`.
+ * default, and the redaction used by `GET /v1/config`. Pure: reading it from
+ * the file, the environment and the flags lives in `src/layers/config.ts`.
  * docs/configuration.md lists every key.
  */
 import { Effect, Schema, SchemaTransformation } from "effect"
@@ -14,9 +14,12 @@ import { DEFAULT_MAX_TENANTS, MAX_TENANTS_LIMIT, validTenantId } from "./tenants
 
 const int = (min: number, max: number) => Schema.Int.check(Schema.isBetween({ minimum: min, maximum: max }))
 
-/** A key that may be absent (or undefined) and then decodes to `value`. */
+/**
+ * A key that may be absent and then decodes to `value`. Absent, not undefined:
+ * `Config.schema` would let an `undefined` member take a bad struct as absent.
+ */
 const withDefault = <S extends Schema.Top>(schema: S, value: () => S["Type"]) =>
-  schema.pipe(Schema.withDecodingDefaultType<S>(Effect.sync(value)))
+  schema.pipe(Schema.withDecodingDefaultTypeKey<S>(Effect.sync(value)))
 
 const MiB = 1024 * 1024
 
@@ -276,12 +279,17 @@ const Fields = Schema.Struct({
   pipeline: withDefault(Pipeline, () => Schema.decodeSync(Pipeline)({}))
 })
 
-const duplicates = <A>(items: ReadonlyArray<A>, key: (a: A) => string, at: (i: number) => ReadonlyArray<PropertyKey>, what: string) => {
+const duplicates = <A>(
+  items: ReadonlyArray<A>,
+  key: (a: A) => string,
+  at: (i: number) => ReadonlyArray<PropertyKey>,
+  message: (k: string) => string
+) => {
   const seen = new Set<string>()
   const out: Array<Schema.FilterIssue> = []
   items.forEach((a, i) => {
     const k = key(a)
-    if (seen.has(k)) out.push({ path: at(i), issue: `duplicate ${what} ${JSON.stringify(k)}` })
+    if (seen.has(k)) out.push({ path: at(i), issue: message(k) })
     seen.add(k)
   })
   return out
@@ -292,10 +300,11 @@ export const Config = Fields.check(
   Schema.makeFilter((c) => {
     const sinkNames = new Set(c.sinks.map((s) => s.name))
     const issues: Array<Schema.FilterIssue> = [
-      ...duplicates(c.sources, (s) => s.id, (i) => ["sources", i, "id"], "source id"),
-      ...duplicates(c.sinks, (s) => s.name, (i) => ["sinks", i, "name"], "sink name"),
-      ...duplicates(c.adminTokens, (t) => t.name, (i) => ["adminTokens", i, "name"], "token name"),
-      ...duplicates(c.adminTokens, (t) => t.token, (i) => ["adminTokens", i, "token"], "token (tokens must differ)")
+      ...duplicates(c.sources, (s) => s.id, (i) => ["sources", i, "id"], (k) => `duplicate source id ${JSON.stringify(k)}`),
+      ...duplicates(c.sinks, (s) => s.name, (i) => ["sinks", i, "name"], (k) => `duplicate sink name ${JSON.stringify(k)}`),
+      ...duplicates(c.adminTokens, (t) => t.name, (i) => ["adminTokens", i, "name"], (k) => `duplicate token name ${JSON.stringify(k)}`),
+      // A message never shows a token: it goes to stderr and the logs.
+      ...duplicates(c.adminTokens, (t) => t.token, (i) => ["adminTokens", i, "token"], () => "the same token as another (tokens must differ)")
     ]
     c.sources.forEach((s, i) =>
       s.routes.forEach((r, j) => {
@@ -335,8 +344,9 @@ export const DEFAULT_SINKS: ReadonlyArray<Sink> = [
 ]
 
 /**
- * Every issue, an unknown key refused, and the rejected value kept on each
- * issue so that a message can show it (src/layers/config.ts formats them).
+ * A JSON document (the parsed file) against the Schema: every issue, an
+ * unknown key refused, and the rejected value kept on each issue so that a
+ * message can show it (src/layers/config-issues.ts formats them).
  */
 export const decode = Schema.decodeUnknownResult(Config, { errors: "all", onExcessProperty: "error", reportInput: true })
 
