@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer } from "effect"
+import { spawnSync } from "node:child_process"
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -126,4 +127,23 @@ describe("Store on RocksDB", () => {
       expect(storeMemoryBound(ColumnFamilies)).toBe((6 * (2 + 16 + 8 + 16 + 2 + 2 + 1) + 7 * 8) * 1024 * 1024)
       expect(opt("hooks", "merge_operator")).toBe("nullptr")
     }))
+})
+
+describe("rocksdb close", () => {
+  it("a store on worker commits closes before the process exits", { timeout: 60_000 }, () => {
+    const dir = mkdtempSync(join(tmpdir(), "ankusa-store-close-"))
+    try {
+      const child = spawnSync(process.execPath, ["--import", "tsx", join(import.meta.dirname, "support/store-close-child.ts"), dir], {
+        encoding: "utf8",
+        timeout: 50_000
+      })
+      expect(child.stderr).toBe("")
+      expect(child.stdout).toBe("closed\n")
+      expect(child.status).toBe(0)
+      // Closed: RocksDB released its lock, so the directory opens again.
+      expect(readdirSync(dir)).toContain("LOCK")
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
 })

@@ -11,6 +11,7 @@
 import type { ColumnHandle, RocksLevel } from "@nxtedition/rocksdb"
 import { Effect, type Scope } from "effect"
 import { Worker } from "node:worker_threads"
+import { holdingLoop } from "./store-rocksdb-open.js"
 import { StoreError } from "./store.js"
 import { commitEncoded } from "./store-rocksdb-wire.mjs"
 
@@ -95,7 +96,7 @@ export const workerCommitter = (db: RocksLevel, opts: CommitterOptions): Effect.
             }).pipe(Effect.timeout("30 seconds"), Effect.ignore)
           }
           dead ??= "store closed"
-          yield* Effect.promise(() => w.terminate())
+          yield* holdingLoop(Effect.promise(() => w.terminate()))
           failAll("store closed while this commit was in flight")
         })
     )

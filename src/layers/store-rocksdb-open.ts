@@ -86,8 +86,19 @@ const rawOpen = (dir: string, names: ReadonlyArray<string>, tuning: OpenTuning) 
     catch: nativeMessage
   })
 
-export const closeDb = (db: RocksLevel): Effect.Effect<void> =>
-  Effect.promise(() => db.close().catch(() => undefined))
+/**
+ * Run `effect` with the event loop held. Neither a terminating worker nor the binding's
+ * close keeps the process alive on its own, so a process with nothing else to do would
+ * exit in the middle of a store's close, the DB never closed.
+ */
+export const holdingLoop = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => setInterval(() => {}, 60_000)),
+    () => effect,
+    (timer) => Effect.sync(() => clearInterval(timer))
+  )
+
+export const closeDb = (db: RocksLevel): Effect.Effect<void> => holdingLoop(Effect.promise(() => db.close().catch(() => undefined)))
 
 /**
  * The store holds column families this build does not know: a newer format.
