@@ -2,20 +2,16 @@
  * Admin bearer tokens (product.md "Admin"): a token is global or scoped to a
  * list of tenants, and a scoped token sees and touches only its tenants.
  * Scopes use the convention of the Quarantine and Audit services: `null` is
- * global.
+ * global. The `AdminAuth` middleware of the API (api.ts) checks the token.
  */
-import { Effect } from "effect"
-import { HttpServerRequest } from "effect/http"
+import { Effect, Layer, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import type { AdminToken } from "../../domain/config.js"
+import { Admin, AdminAuth, type Principal } from "./api.js"
+import { toApi } from "./api-errors.js"
 import { Forbidden, Unauthorized } from "./errors.js"
 
-export interface Principal {
-  /** The token's name (audit rows name it, never the token). */
-  readonly name: string
-  /** null: every tenant. */
-  readonly tenants: ReadonlyArray<string> | null
-}
+export type { Principal }
 
 const digest = (s: string) => createHash("sha256").update(s, "utf8").digest()
 
@@ -36,14 +32,17 @@ export const tokenTable = (tokens: ReadonlyArray<AdminToken>): TokenTable => {
   }
 }
 
-const BEARER = /^Bearer\s+(\S+)\s*$/i
-
-export const authenticate = (table: TokenTable) =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) => {
-    const m = BEARER.exec(req.headers["authorization"] ?? "")
-    const p = m === null ? undefined : table.find(m[1]!)
-    return p === undefined ? Effect.fail(new Unauthorized()) : Effect.succeed(p)
+/** The `AdminAuth` middleware: the bearer token names the `Admin` of the request, or it is refused 401. */
+export const layer = (tokens: ReadonlyArray<AdminToken>): Layer.Layer<AdminAuth> => {
+  const table = tokenTable(tokens)
+  return Layer.succeed(AdminAuth)({
+    bearer: (httpEffect, { credential }) => {
+      const token = Redacted.value(credential).trim()
+      const p = token === "" ? undefined : table.find(token)
+      return p === undefined ? Effect.fail(toApi(new Unauthorized())) : Effect.provideService(httpEffect, Admin, p)
+    }
   })
+}
 
 export const isGlobal = (p: Principal): boolean => p.tenants === null
 

@@ -2,16 +2,18 @@
  * Operations endpoints (product.md "Operations"; docs/api.md): `/healthz`
  * (the process serves), `/readyz` (store open, migrations done, boot
  * recovery done, not stopping), `/metrics` (Prometheus text of every Effect
- * metric), and the built-in demo sink of the default configuration.
+ * metric), and the built-in demo sink of the default configuration, a plain
+ * route outside the API.
  */
-import { Effect, Metric } from "effect"
+import { Effect, Layer, Metric } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import type { Config } from "../../domain/config.js"
 import { DEMO_SINK_PATH } from "../../domain/config.js"
 import * as Prometheus from "../prometheus.js"
 import { Store } from "../store.js"
+import { Api, NotReadyYet } from "./api.js"
 import { readBody } from "./body.js"
-import { json } from "./errors.js"
 import { Gate } from "./gate.js"
 
 /** Largest body the demo sink reads: deliveries carry at most `ingest.maxBodyBytes`, whose ceiling is 64 MiB. */
@@ -22,46 +24,42 @@ export const demoReceived = Metric.counter("ankusa_demo_sink_received_total", {
   incremental: true
 })
 
-const healthz = Effect.succeed(json(200, { status: "ok" }))
-
-const readyz = Effect.gen(function* () {
-  const gate = yield* Gate
-  const phase = yield* gate.phase
-  if (phase !== "ready") return json(503, { ready: false, phase })
-  // The store answers a read (a closed or failed store does not).
-  const ok = yield* gate.services.pipe(
-    Effect.flatMap((services) => Effect.provide(Effect.flatMap(Store, (s) => s.format), services)),
-    Effect.as(true),
-    Effect.catch(() => Effect.succeed(false))
-  )
-  return ok ? json(200, { ready: true, phase }) : json(503, { ready: false, phase: "store_unavailable" })
-})
-
-const metrics = Effect.map(Prometheus.scrape, (text) =>
-  HttpServerResponse.text(text, { contentType: Prometheus.CONTENT_TYPE })
+export const layer = HttpApiBuilder.group(Api, "ops", (handlers) =>
+  Effect.gen(function* () {
+    const gate = yield* Gate
+    const readyz = Effect.gen(function* () {
+      const phase = yield* gate.phase
+      if (phase !== "ready") return yield* new NotReadyYet({ ready: false, phase })
+      // The store answers a read (a closed or failed store does not).
+      const ok = yield* gate.services.pipe(
+        Effect.flatMap((services) => Effect.provide(Effect.flatMap(Store, (s) => s.format), services)),
+        Effect.as(true),
+        Effect.catch(() => Effect.succeed(false))
+      )
+      return ok ? { ready: true as const, phase } : yield* new NotReadyYet({ ready: false, phase: "store_unavailable" })
+    })
+    return handlers
+      .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
+      .handle("readyz", () => readyz)
+      .handle("metrics", () => Prometheus.scrape)
+  })
 )
 
-/** The routes (the server adds them to its router). */
-export const router = (config: Config) => {
-  const base = [
-    HttpRouter.route("GET", "/healthz", healthz),
-    HttpRouter.route("GET", "/readyz", readyz),
-    HttpRouter.route("GET", "/metrics", metrics)
-  ]
-  if (!config.http.demoSink) return base
-  // The default demo sink: answers 204 and logs what a real sink would receive.
-  const demo = Effect.gen(function* () {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const body = yield* readBody(DEMO_SINK_MAX_BODY_BYTES)
-    yield* Metric.update(demoReceived, 1)
-    yield* Effect.logInfo("demo sink received a delivery").pipe(
-      Effect.annotateLogs({
-        webhookId: request.headers["webhook-id"] ?? null,
-        contentType: request.headers["content-type"] ?? null,
-        bytes: body.length
-      })
-    )
-    return HttpServerResponse.empty({ status: 204 })
-  })
-  return [...base, HttpRouter.route("POST", DEMO_SINK_PATH, demo)]
-}
+/** The default demo sink: answers 204 and logs what a real sink would receive. */
+const demo = Effect.gen(function* () {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const body = yield* readBody(DEMO_SINK_MAX_BODY_BYTES)
+  yield* Metric.update(demoReceived, 1)
+  yield* Effect.logInfo("demo sink received a delivery").pipe(
+    Effect.annotateLogs({
+      webhookId: request.headers["webhook-id"] ?? null,
+      contentType: request.headers["content-type"] ?? null,
+      bytes: body.length
+    })
+  )
+  return HttpServerResponse.empty({ status: 204 })
+})
+
+/** The demo sink's route when `http.demoSink` is on. */
+export const demoSink = (config: Config) =>
+  config.http.demoSink ? HttpRouter.add("POST", DEMO_SINK_PATH, demo) : Layer.empty

@@ -11,15 +11,14 @@ import { HttpMiddleware, HttpRouter, type HttpServer, type HttpServerError } fro
 import { NetAddress } from "effect/net"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { Config } from "../../domain/config.js"
-import * as Admin from "./admin.js"
 import { type EdgeError, internal, NotFound, respond } from "./errors.js"
 import type { Gate } from "./gate.js"
 import * as Ingest from "./ingest.js"
 import * as Metrics from "./metrics.js"
-import * as Ops from "./ops.js"
+import * as Routes from "./routes.js"
 
-/** Every route but ingest. */
-export const router = (config: Config) => [...Ops.router(config), ...Admin.router(config)]
+/** Every route but ingest (routes.ts: the admin and operations API, its OpenAPI document, the demo sink). */
+export const router = (config: Config) => Routes.layer(config)
 
 /** An edge refusal answered by errors.ts; an unmatched route is `not_found`; anything else fails on. */
 const refuse = (e: EdgeError | HttpServerError.HttpServerError) =>
@@ -31,7 +30,7 @@ const refuse = (e: EdgeError | HttpServerError.HttpServerError) =>
 
 /** The router's request handler, built in the caller's scope. */
 export const app = (config: Config) =>
-  Effect.map(HttpRouter.toHttpEffect(HttpRouter.addAll(router(config))), (routed) =>
+  Effect.map(HttpRouter.toHttpEffect(router(config)), (routed) =>
     routed.pipe(
       Effect.catch(refuse),
       Effect.catchCause((cause) =>

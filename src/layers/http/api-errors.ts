@@ -1,0 +1,114 @@
+/**
+ * The wire form of the refusals the admin and operations API declares: one
+ * schema per status, JSON `{"error", "message"}` (docs/api.md) with the
+ * headers of that status. errors.ts decides the status, code, message and
+ * headers of every edge error; `toApi` only picks the schema of its status.
+ */
+import { Schema, SchemaIssue } from "effect"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import type { StoreError } from "../store.js"
+import type { TenantNotFound } from "../tenants.js"
+import { type BadRequest, type Forbidden, type NotReady, refusalOf, type TooLarge, type Unauthorized } from "./errors.js"
+
+/** Every error an admin request can meet before it is answered. */
+export type AdminError = BadRequest | TooLarge | Unauthorized | Forbidden | TenantNotFound | NotReady | StoreError
+
+const body = <const Codes extends ReadonlyArray<string>>(status: number, codes: Codes) =>
+  Schema.Struct({ error: Schema.Literals(codes), message: Schema.String }).pipe(HttpApiSchema.status(status))
+
+export class BadRequestError extends Schema.Error<BadRequestError>("BadRequest")(
+  { error: Schema.Literals(["bad_query", "bad_body", "missing_filter"]), message: Schema.String },
+  { httpApiStatus: 400, description: "A malformed query, path or body" }
+) {}
+
+export class UnauthorizedError extends Schema.Error<UnauthorizedError>("Unauthorized")({
+  error: Schema.Literal("unauthorized"),
+  message: Schema.String
+}) {}
+
+/** 401 with `WWW-Authenticate: Bearer`. */
+export const Unauthorized401 = UnauthorizedError.pipe(
+  HttpApiSchema.encodeToWithHeaders(
+    { body: body(401, ["unauthorized"]), headers: { "www-authenticate": Schema.Literal("Bearer") } },
+    {
+      decode: ({ body }) => new UnauthorizedError(body),
+      encode: (e) => ({ body: { error: e.error, message: e.message }, headers: { "www-authenticate": "Bearer" as const } })
+    }
+  )
+).annotate({ description: "No bearer token, or not one of adminTokens" })
+
+export class ForbiddenError extends Schema.Error<ForbiddenError>("Forbidden")(
+  { error: Schema.Literal("forbidden"), message: Schema.String },
+  { httpApiStatus: 403, description: "A tenant outside the token's scope, or a global token is needed" }
+) {}
+
+export class UnknownTenantError extends Schema.Error<UnknownTenantError>("UnknownTenant")(
+  { error: Schema.Literal("unknown_tenant"), message: Schema.String },
+  { httpApiStatus: 404, description: "The tenant has never been seen on this node" }
+) {}
+
+export class TooLargeError extends Schema.Error<TooLargeError>("TooLarge")(
+  { error: Schema.Literal("too_large"), message: Schema.String },
+  { httpApiStatus: 413, description: "The body exceeds its bound" }
+) {}
+
+export class UnavailableError extends Schema.Error<UnavailableError>("Unavailable")({
+  error: Schema.Literal("unavailable"),
+  message: Schema.String,
+  retryAfter: Schema.String
+}) {}
+
+/** 503 with `Retry-After` (seconds). */
+export const Unavailable503 = UnavailableError.pipe(
+  HttpApiSchema.encodeToWithHeaders(
+    { body: body(503, ["unavailable"]), headers: { "retry-after": Schema.String } },
+    {
+      decode: ({ body, headers }) => new UnavailableError({ ...body, retryAfter: headers["retry-after"] }),
+      encode: (e) => ({ body: { error: e.error, message: e.message }, headers: { "retry-after": e.retryAfter } })
+    }
+  )
+).annotate({ description: "The node is starting or stopping, or the store failed: retry" })
+
+/** The wire error of each edge error (its status as errors.ts maps it). */
+export type WireOf<E> = E extends { readonly _tag: "BadRequest" } ? BadRequestError
+  : E extends { readonly _tag: "Unauthorized" } ? UnauthorizedError
+  : E extends { readonly _tag: "Forbidden" } ? ForbiddenError
+  : E extends { readonly _tag: "TenantNotFound" } ? UnknownTenantError
+  : E extends { readonly _tag: "TooLarge" } ? TooLargeError
+  : E extends { readonly _tag: "NotReady" | "StoreError" } ? UnavailableError
+  : never
+
+export const toApi = <E extends AdminError>(e: E): WireOf<E> => {
+  const r = refusalOf(e)
+  const message = r.body.message ?? r.body.error
+  const wire = (() => {
+    switch (r.status) {
+      case 400:
+        return new BadRequestError({ error: r.body.error as BadRequestError["error"], message })
+      case 401:
+        return new UnauthorizedError({ error: "unauthorized", message })
+      case 403:
+        return new ForbiddenError({ error: "forbidden", message })
+      case 404:
+        return new UnknownTenantError({ error: "unknown_tenant", message })
+      case 413:
+        return new TooLargeError({ error: "too_large", message })
+      case 503:
+        return new UnavailableError({ error: "unavailable", message, retryAfter: r.headers["retry-after"] ?? "" })
+    }
+    throw new Error(`no wire error for ${e._tag} (status ${r.status})`)
+  })()
+  return wire as WireOf<E>
+}
+
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+
+/**
+ * `<path>: <message>` of a schema failure's first issue; `at` names a failure with no path.
+ * `depth` cuts the path (a query names the parameter, not the list position in it).
+ */
+export const issueMessage = (issue: SchemaIssue.Issue, at: string, depth = Infinity): string => {
+  const first = formatIssue(issue).issues[0]
+  const path = first?.path === undefined || first.path.length === 0 ? at : first.path.slice(0, depth).map(String).join(".")
+  return `${path}: ${first?.message ?? "invalid"}`
+}

@@ -1,0 +1,318 @@
+/**
+ * The admin and operations API as an `HttpApi` (docs/api.md): its groups,
+ * endpoints, the schemas of their queries, paths, bodies and answers, the
+ * errors each may answer, and the middleware they run behind. admin.ts and
+ * ops.ts implement it; routes.ts serves it with its OpenAPI document.
+ */
+import { Context, Effect, Schema, type SchemaAST, SchemaIssue, SchemaTransformation } from "effect"
+import * as HttpApi from "effect/http-api/HttpApi"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpApiMiddleware from "effect/http-api/HttpApiMiddleware"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as HttpApiSecurity from "effect/http-api/HttpApiSecurity"
+import * as OpenApi from "effect/http-api/OpenApi"
+import type * as K from "../../domain/keys.js"
+import * as Prometheus from "../prometheus.js"
+import {
+  BadRequestError,
+  ForbiddenError,
+  TooLargeError,
+  Unauthorized401,
+  Unavailable503,
+  UnknownTenantError
+} from "./api-errors.js"
+import type { ApiServices } from "./gate.js"
+
+/** Largest replay request body. */
+export const REPLAY_BODY_MAX_BYTES = 64 * 1024
+/** Most hook ids one replay request names. */
+export const REPLAY_MAX_IDS = 1_000
+/** DLQ rows per page: the ceiling of `admin.dlqPageMax` (the handler applies the configured one). */
+export const DLQ_PAGE_CEILING = 1_000
+/** Quarantine records per page: default and most (the service caps at its own maximum). */
+export const QUARANTINE_PAGE_DEFAULT = 50
+export const QUARANTINE_PAGE_MAX = 500
+/** Audit rows per page: default and most (the service caps at its own maximum). */
+export const AUDIT_PAGE_DEFAULT = 100
+export const AUDIT_PAGE_MAX = 1_000
+
+// ---------------------------------------------------------------------------
+// Who asks, and what runs around every admin endpoint
+
+/** An admin token as a request sees it; scopes follow the Quarantine and Audit services: `null` is global. */
+export interface Principal {
+  /** The token's name (audit rows name it, never the token). */
+  readonly name: string
+  /** null: every tenant. */
+  readonly tenants: ReadonlyArray<string> | null
+}
+
+/** The principal of the admin request being served. */
+export class Admin extends Context.Service<Admin, Principal>()("ankusa/http/Admin") {}
+
+/** Bearer token of `adminTokens` (auth.ts). Outermost: a request without one is refused before anything else. */
+export class AdminAuth extends HttpApiMiddleware.Service<AdminAuth, { provides: Admin }>()("ankusa/http/AdminAuth", {
+  security: {
+    bearer: HttpApiSecurity.bearer.pipe(
+      HttpApiSecurity.annotate(OpenApi.Description, "A token of `adminTokens`: global, or scoped to a list of tenants")
+    )
+  },
+  error: Unauthorized401
+}) {}
+
+/** The services behind the gate (gate.ts): 503 while the node starts or stops. */
+export class Services extends HttpApiMiddleware.Service<Services, { provides: ApiServices }>()("ankusa/http/Services", {
+  error: Unavailable503
+}) {}
+
+/** A query, path or body that fails its schema answers 400 `bad_query` or `bad_body`. */
+export class RequestErrors extends HttpApiMiddleware.Service<RequestErrors>()("ankusa/http/RequestErrors", {
+  error: BadRequestError
+}) {}
+
+// ---------------------------------------------------------------------------
+// Queries and bodies
+
+/** Repeated (`?tenant=a&tenant=b`) or comma-separated (`?tenant=a,b`) values. */
+const List = <S extends Schema.Top & { readonly Encoded: string }>(item: S, description: string) =>
+  // Annotations on the encoded side: that is what the OpenAPI document shows.
+  Schema.Array(Schema.String).annotate({ description: `${description}; repeated or comma-separated` }).pipe(
+    Schema.decodeTo(
+      Schema.Array(item),
+      SchemaTransformation.transform({
+        // Cast: the values are strings, which `item` decodes.
+        decode: (raw) => raw.flatMap((v) => v.split(",")).map((v) => v.trim()).filter((v) => v !== "") as ReadonlyArray<S["Encoded"]>,
+        encode: (values): ReadonlyArray<string> => values
+      })
+    )
+  )
+
+const invalid = (message: string) => (input: unknown, options: SchemaAST.ParseOptions) =>
+  Effect.fail(new SchemaIssue.InvalidValue({ message }, input, options))
+
+/** `limit`: an integer from 1 to `max`. */
+const Limit = (max: number, description = `An integer from 1 to ${max}`) => {
+  const message = `expected an integer from 1 to ${max}`
+  return Schema.String.annotate({ description }).pipe(
+    Schema.decodeTo(
+      Schema.Int,
+      SchemaTransformation.transformEffect({
+        decode: (s, options) => (/^\d{1,7}$/.test(s) ? Effect.succeed(Number(s)) : invalid(message)(s, options)),
+        encode: (n) => Effect.succeed(String(n))
+      })
+    )
+  )
+    .check(Schema.isBetween({ minimum: 1, maximum: max }, { message }))
+}
+
+/** DLQ cursors are `<at>.<seq>.<sink>` of the last row returned; an empty one is no cursor. */
+export const encodeDeadCursor = (r: K.DeadRef): string => `${r.at}.${r.seq}.${r.sink}`
+const DeadRef = Schema.Struct({ at: Schema.Int, seq: Schema.Int, sink: Schema.Int })
+const DeadCursor = Schema.String.annotate({ description: "The `next_cursor` of the previous page" }).pipe(
+  Schema.decodeTo(
+    Schema.UndefinedOr(DeadRef),
+    SchemaTransformation.transformEffect({
+      decode: (raw, options) => {
+        if (raw === "") return Effect.succeed(undefined)
+        const m = /^(\d{1,16})\.(\d{1,16})\.(\d{1,5})$/.exec(raw)
+        return m === null || Number(m[3]) > 0xffff
+          ? invalid("not a cursor this API returned")(raw, options)
+          : Effect.succeed({ at: Number(m[1]), seq: Number(m[2]), sink: Number(m[3]) })
+      },
+      encode: (r) => Effect.succeed(r === undefined ? "" : encodeDeadCursor(r))
+    })
+  )
+)
+
+/** `kinds` of a purge: `pending`, `dead` or both. */
+const kindsMessage = "expected pending, dead or both (comma-separated)"
+const Kinds = List(Schema.Literals(["pending", "dead"]).annotate({ message: kindsMessage }), "`pending`, `dead` or both")
+  .check(Schema.isMinLength(1, { message: kindsMessage }))
+  .annotateKey({ messageMissingKey: kindsMessage })
+
+const Required = Schema.String.check(Schema.isMinLength(1, { message: "required" })).annotateKey({ messageMissingKey: "required" })
+
+/** An instant: ms since the epoch or ISO 8601. */
+const Instant = Schema.Union([
+  Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  Schema.String.check(Schema.makeFilter((s) => !Number.isNaN(Date.parse(s)) || "expected an ISO 8601 time")).pipe(
+    Schema.decodeTo(
+      Schema.Number,
+      SchemaTransformation.transform({ decode: (s) => Date.parse(s), encode: (n) => new Date(n).toISOString() })
+    )
+  )
+])
+
+export const ReplayBody = Schema.Struct({
+  tenant: Schema.optionalKey(Schema.Union([Schema.String, Schema.Array(Schema.String)])),
+  source: Schema.optionalKey(Schema.String),
+  /** Dead-letter time bounds, inclusive. */
+  from: Schema.optionalKey(Instant),
+  to: Schema.optionalKey(Instant),
+  ids: Schema.optionalKey(Schema.Array(Schema.String).check(Schema.isMaxLength(REPLAY_MAX_IDS)))
+}).annotate({ identifier: "ReplayFilter" })
+
+// ---------------------------------------------------------------------------
+// Answers
+
+const Count = Schema.Int
+const Cursor = Schema.NullOr(Schema.String)
+
+const DeadItem = Schema.Struct({
+  id: Schema.String,
+  tenant: Schema.NullOr(Schema.String),
+  source: Schema.String,
+  sink: Schema.NullOr(Schema.String),
+  sink_index: Count,
+  seq: Count,
+  dead_at: Schema.String,
+  attempts: Schema.NullOr(Count),
+  last_status: Schema.NullOr(Count)
+}).annotate({ identifier: "DeadItem" })
+
+const TenantCounters = Schema.Struct({
+  tenant: Schema.String,
+  pending: Count,
+  scheduled: Count,
+  inflight: Count,
+  dead: Count,
+  bytes: Count,
+  archive_pending: Count
+}).annotate({ identifier: "TenantCounters" })
+
+const QuarantineItem = Schema.Struct({
+  at: Schema.String,
+  tenant: Schema.String,
+  source: Schema.String,
+  reason: Schema.String,
+  headers: Schema.Record(Schema.String, Schema.String),
+  body_base64: Schema.String
+}).annotate({ identifier: "QuarantineItem" })
+
+const AuditItem = Schema.Struct({
+  seq: Count,
+  at: Schema.String,
+  actor: Schema.String,
+  tenants: Schema.NullOr(Schema.Array(Schema.String)),
+  action: Schema.Literals(["replay", "purge", "quarantine.delete", "config.read"]),
+  params: Schema.Record(Schema.String, Schema.Unknown)
+}).annotate({ identifier: "AuditItem" })
+
+/** 503 of `/readyz`: not the `{error}` shape, the phase the node is in. */
+export class NotReadyYet extends Schema.Error<NotReadyYet>("NotReadyYet")(
+  {
+    ready: Schema.Literal(false),
+    phase: Schema.Literals(["starting", "migrating", "recovering", "stopping", "store_unavailable"])
+  },
+  { httpApiStatus: 503 }
+) {}
+
+// ---------------------------------------------------------------------------
+// Endpoints
+
+const tenantPath = { tenant: Schema.String }
+
+export class AdminApi extends HttpApiGroup.make("admin")
+  .add(
+    HttpApiEndpoint.get("dlq", "/v1/dlq", {
+      query: {
+        tenant: Schema.optionalKey(List(Schema.String, "Tenants (default: the token's scope)")),
+        limit: Schema.optionalKey(Limit(DLQ_PAGE_CEILING, "An integer from 1 to `admin.dlqPageMax` (at most 1,000)")),
+        cursor: Schema.optionalKey(DeadCursor)
+      },
+      success: Schema.Struct({ items: Schema.Array(DeadItem), next_cursor: Cursor }),
+      error: ForbiddenError
+    })
+      .middleware(RequestErrors)
+      .annotate(OpenApi.Summary, "Dead rows, newest first"),
+    HttpApiEndpoint.post("replay", "/v1/dlq/replay", {
+      payload: ReplayBody,
+      success: Schema.Struct({ revived: Count, scanned: Count, done: Schema.Boolean }),
+      error: [ForbiddenError, TooLargeError]
+    })
+      .middleware(RequestErrors)
+      .annotate(OpenApi.Summary, "Revive dead rows as first attempts"),
+    HttpApiEndpoint.get("tenant", "/v1/tenants/:tenant", {
+      params: tenantPath,
+      success: TenantCounters,
+      error: [ForbiddenError, UnknownTenantError]
+    }).annotate(OpenApi.Summary, "The tenant's six counters"),
+    HttpApiEndpoint.delete("purge", "/v1/tenants/:tenant/queue", {
+      params: tenantPath,
+      query: { kinds: Kinds },
+      success: Schema.Struct({
+        tenant: Schema.String,
+        purged: Schema.Struct({ pending: Count, dead: Count }),
+        done: Schema.Boolean
+      }),
+      error: [ForbiddenError, UnknownTenantError]
+    })
+      .middleware(RequestErrors)
+      .annotate(OpenApi.Summary, "Purge the tenant's waiting or dead rows"),
+    HttpApiEndpoint.get("quarantineList", "/v1/quarantine", {
+      query: {
+        tenant: Schema.optionalKey(Schema.String),
+        limit: Schema.optionalKey(Limit(QUARANTINE_PAGE_MAX)),
+        cursor: Schema.optionalKey(Schema.String)
+      },
+      success: Schema.Struct({ items: Schema.Array(QuarantineItem), next_cursor: Cursor }),
+      error: ForbiddenError
+    })
+      .middleware(RequestErrors)
+      .annotate(OpenApi.Summary, "Requests that failed verification, newest first"),
+    HttpApiEndpoint.delete("quarantineDelete", "/v1/quarantine", {
+      query: { tenant: Required },
+      success: Schema.Struct({ tenant: Schema.String, deleted: Count }),
+      error: ForbiddenError
+    })
+      .middleware(RequestErrors)
+      .annotate(OpenApi.Summary, "Delete a tenant's quarantined requests"),
+    HttpApiEndpoint.get("audit", "/v1/audit", {
+      query: {
+        tenant: Schema.optionalKey(Schema.String),
+        limit: Schema.optionalKey(Limit(AUDIT_PAGE_MAX)),
+        cursor: Schema.optionalKey(Schema.String)
+      },
+      success: Schema.Struct({ items: Schema.Array(AuditItem), next_cursor: Cursor }),
+      error: ForbiddenError
+    })
+      .middleware(RequestErrors)
+      .annotate(OpenApi.Summary, "Audit rows, newest first"),
+    HttpApiEndpoint.get("config", "/v1/config", {
+      success: Schema.Record(Schema.String, Schema.Unknown).annotate({
+        description: "The effective configuration (docs/configuration.md), secrets and tokens `[redacted]`"
+      }),
+      error: ForbiddenError
+    }).annotate(OpenApi.Summary, "The effective configuration; global tokens only")
+  )
+  // Added last, so they run outside the endpoints' own: the token first, then the gate.
+  .middleware(Services)
+  .middleware(AdminAuth)
+  .annotate(OpenApi.Description, "Needs `Authorization: Bearer <token>`; a scoped token sees and touches only its tenants")
+{}
+
+export class OpsApi extends HttpApiGroup.make("ops")
+  .add(
+    HttpApiEndpoint.get("healthz", "/healthz", {
+      success: Schema.Struct({ status: Schema.Literal("ok") })
+    }).annotate(OpenApi.Summary, "The process serves (also during boot)"),
+    HttpApiEndpoint.get("readyz", "/readyz", {
+      success: Schema.Struct({ ready: Schema.Literal(true), phase: Schema.Literal("ready") }),
+      error: NotReadyYet
+    }).annotate(OpenApi.Summary, "Store open, migrations and recovery done, the store answers a read"),
+    HttpApiEndpoint.get("metrics", "/metrics", {
+      success: Schema.String.pipe(HttpApiSchema.asText({ contentType: Prometheus.CONTENT_TYPE }))
+    }).annotate(OpenApi.Summary, "Prometheus text of every metric of the process")
+  )
+  .annotate(OpenApi.Description, "No token; keep them behind the network boundary")
+{}
+
+export class Api extends HttpApi.make("ankusa")
+  .add(AdminApi)
+  .add(OpsApi)
+  .annotateMerge(OpenApi.annotations({ title: "Ankusa admin and operations API", version: "v1" }))
+{}
+
+/** Where the API serves its OpenAPI document. */
+export const OPENAPI_PATH = "/v1/openapi.json"

@@ -1,0 +1,25 @@
+/**
+ * Every route of the router (server.ts sends it all but ingest): the admin
+ * and operations API (api.ts) with its handlers and middleware, its OpenAPI
+ * document at `GET /v1/openapi.json`, and the demo sink.
+ */
+import { NodeHttpServer } from "@effect/platform-node"
+import { Layer } from "effect"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import type { Config } from "../../domain/config.js"
+import * as Admin from "./admin.js"
+import { Api, OPENAPI_PATH } from "./api.js"
+import * as Middleware from "./api-middleware.js"
+import * as Auth from "./auth.js"
+import * as Ops from "./ops.js"
+
+export const layer = (config: Config) =>
+  Layer.mergeAll(
+    HttpApiBuilder.layer(Api, { openapiPath: OPENAPI_PATH }).pipe(
+      Layer.provide([Admin.layer(config), Ops.layer]),
+      Layer.provide([Auth.layer(config.adminTokens), Middleware.layerServices, Middleware.layerRequestErrors]),
+      // The builder asks for the platform's file and ETag services; no endpoint serves a file.
+      Layer.provide(NodeHttpServer.layerHttpServices)
+    ),
+    Ops.demoSink(config)
+  )
