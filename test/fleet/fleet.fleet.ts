@@ -1,0 +1,236 @@
+/**
+ * Issue 18: a fleet behind an existing proxy. Debian's nginx running
+ * deploy/nginx.conf (test/fleet/proxy.ts) in front of two real nodes with
+ * their own data directories, a shared source taking its tenant from
+ * X-Tenant, and a real sink; what docs/deployment.md "Running a fleet" says
+ * the proxy does, shown: a tenant's hooks land on one node, stay there across
+ * a reload, go to the next node on the ring while theirs is down (the down
+ * node's backlog waiting on its disk until it comes back), and each hook is
+ * delivered once per sink by the node that accepted it.
+ *
+ * `npm run test:fleet` (not `npm test`: vitest.fleet.config.ts) builds first,
+ * since the nodes run dist/.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { metricValue } from "../../bench/lib/serve-child.js"
+import {
+  allDelivered,
+  type Answer,
+  eventually,
+  freePort,
+  ingest,
+  mapLimit,
+  metricsOf,
+  type Node,
+  nodePart,
+  rowsOf,
+  type Sink,
+  SINKS,
+  startNode,
+  startSink,
+  tenantStats
+} from "./fleet-world.js"
+import { type Proxy, startProxy } from "./proxy.js"
+
+const TENANTS = Array.from({ length: 100 }, (_, i) => `tenant-${String(i).padStart(3, "0")}`)
+/** Requests in flight at once through the proxy. */
+const CONCURRENCY = 16
+const DELIVERY_MS = 60_000
+
+let root = ""
+let sink: Sink
+let proxy: Proxy
+const nodes: Array<Node> = []
+
+const nodeAt = (port: number): Node => {
+  const n = nodes.find((x) => x.port === port)
+  if (n === undefined) throw new Error(`no node at port ${port}`)
+  return n
+}
+
+/** One hook per tenant through the proxy; every answer 202. */
+const oneEach = async (tenants: ReadonlyArray<string>): Promise<Array<Answer & { readonly tenant: string }>> => {
+  const answers = await mapLimit(tenants, CONCURRENCY, async (t) => ({ ...(await ingest(proxy.url, t)), tenant: t }))
+  for (const a of answers) expect(a.status, JSON.stringify(a)).toBe(202)
+  return answers
+}
+
+const awaitDelivered = (ids: ReadonlyArray<string>) =>
+  eventually(`${ids.length} hooks delivered to ${SINKS.join(" and ")}`, DELIVERY_MS, () => allDelivered(sink, ids))
+
+const delivered = async (node: Node, s: string) =>
+  metricValue(await metricsOf(node), `ankusa_delivery_outcomes_total{sink="${s}",outcome="delivered"}`) ?? 0
+
+beforeAll(async () => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-fleet-"))
+  sink = await startSink()
+  for (const name of ["a", "b"]) {
+    const port = await freePort()
+    const node: Node = { name, port, dataDir: path.join(root, `node-${name}`), url: `http://127.0.0.1:${port}`, child: undefined }
+    fs.mkdirSync(node.dataDir)
+    nodes.push(node)
+  }
+  await Promise.all(nodes.map((n) => startNode(n, sink.url)))
+  proxy = await startProxy(path.join(root, "nginx"), await freePort(), [nodes[0]!.port, nodes[1]!.port])
+}, 180_000)
+
+afterAll(async () => {
+  await proxy?.stop()
+  for (const n of nodes) {
+    if (n.child === undefined) continue
+    const code = await Promise.race([n.child.stop(), new Promise((r) => setTimeout(() => r("timeout"), 30_000))])
+    if (code === "timeout") await n.child.kill()
+  }
+  await sink?.close()
+  if (root !== "") fs.rmSync(root, { recursive: true, force: true })
+}, 120_000)
+
+describe("fleet", () => {
+  it("each tenant's hooks land on one node", { timeout: 180_000 }, async () => {
+    // The sink fails meanwhile, so every row stays queued and the counters hold all of it.
+    sink.mode = "fail"
+    const hooks = TENANTS.flatMap((t) => [t, t, t])
+    const answers = await oneEach(hooks)
+    const home = new Map<string, number>()
+    const idsOfNode = new Map<number, Set<string>>()
+    for (const a of answers) {
+      expect(home.get(a.tenant) ?? a.port).toBe(a.port)
+      home.set(a.tenant, a.port)
+      idsOfNode.set(a.port, (idsOfNode.get(a.port) ?? new Set()).add(nodePart(a.body["id"])))
+    }
+    // Both nodes hold tenants, and each node's hook ids carry its own node id.
+    expect([...idsOfNode.keys()].sort()).toEqual(nodes.map((n) => n.port).sort())
+    for (const parts of idsOfNode.values()) expect(parts.size).toBe(1)
+    expect(new Set([...idsOfNode.values()].flatMap((s) => [...s])).size).toBe(2)
+
+    // Each node's own stats: the tenant is on exactly one node, with every row sent for it.
+    let rows = 0
+    for (const t of TENANTS) {
+      const per = await Promise.all(nodes.map((n) => tenantStats(n.url, t)))
+      const holders = per.flatMap((a, i) => (a.status === 200 ? [nodes[i]!] : []))
+      expect(holders.map((n) => n.port), t).toEqual([home.get(t)])
+      for (const a of per) if (a.status !== 200) expect(a).toMatchObject({ status: 404, body: { error: "unknown_tenant" } })
+      const held = per.find((a) => a.status === 200)!
+      expect(rowsOf(held.body), t).toBe(3 * SINKS.length)
+      rows += rowsOf(held.body)
+      // The proxy's per-tenant route reaches the same node (how an operator finds it).
+      const viaProxy = await tenantStats(proxy.url, t)
+      expect(viaProxy.status).toBe(200)
+      expect(viaProxy.port).toBe(home.get(t))
+    }
+    expect(rows).toBe(hooks.length * SINKS.length)
+    // And each node's /metrics: what it accepted is 3 hooks for each tenant it holds; together, all.
+    let accepted = 0
+    for (const n of nodes) {
+      const mine = TENANTS.filter((t) => home.get(t) === n.port).length
+      const count = metricValue(await metricsOf(n), `ankusa_ingest_requests_total{outcome="accepted"}`)
+      expect(count, n.name).toBe(3 * mine)
+      accepted += count ?? 0
+    }
+    expect(accepted).toBe(hooks.length)
+
+    sink.mode = "ok"
+    await awaitDelivered(answers.map((a) => String(a.body["id"])))
+  })
+
+  it("a node's tenants keep their node across a proxy reload", { timeout: 180_000 }, async () => {
+    const before = await oneEach(TENANTS)
+    const home = new Map(before.map((a) => [a.tenant, a.port]))
+    const ids = before.map((a) => String(a.body["id"]))
+    // The same file reloaded, then the two server lines swapped: the ring is the same.
+    for (const swap of [false, true]) {
+      await proxy.reload({ swap })
+      const after = await oneEach(TENANTS)
+      for (const a of after) expect(a.port, `${a.tenant} after a reload${swap ? " with the servers swapped" : ""}`).toBe(home.get(a.tenant))
+      ids.push(...after.map((a) => String(a.body["id"])))
+    }
+    await proxy.reload({ swap: false })
+    await awaitDelivered(ids)
+  })
+
+  it("with a node down, the proxy's answer is what the docs say", { timeout: 240_000 }, async () => {
+    const down = nodes[0]!
+    const other = nodes[1]!
+    // A backlog on the node that goes down: accepted (202, synced), not delivered (the sink fails).
+    sink.mode = "fail"
+    const first = await oneEach(TENANTS)
+    const theirs = first.filter((a) => a.port === down.port)
+    expect(theirs.length).toBeGreaterThan(0)
+    const tenants = theirs.map((a) => a.tenant)
+    const backlog = theirs.map((a) => String(a.body["id"]))
+    const keyed = await ingest(proxy.url, tenants[0]!, { "webhook-id": "fleet-key-1" })
+    expect(keyed).toMatchObject({ status: 202, port: down.port })
+    backlog.push(String(keyed.body["id"]))
+
+    // Down without a drain.
+    await down.child!.kill()
+    down.child = undefined
+    sink.mode = "ok"
+
+    // Its tenants' hooks are accepted by the next node on the ring (nginx passes on a refused connection).
+    const meanwhile = await oneEach(tenants)
+    for (const a of meanwhile) {
+      expect(a.port, a.tenant).toBe(other.port)
+      expect(nodePart(a.body["id"])).toBe(nodePart(first.find((f) => f.port === other.port)!.body["id"]))
+    }
+    // The cost: the idempotency window is per node, so a key the down node saw is new here.
+    const again = await ingest(proxy.url, tenants[0]!, { "webhook-id": "fleet-key-1" })
+    expect(again).toMatchObject({ status: 202, port: other.port })
+    expect(again.body["duplicate"]).toBeUndefined()
+    // And the counters are per node: the tenant now has rows on the other node too.
+    const split = await tenantStats(other.url, tenants[0]!)
+    expect(split.status).toBe(200)
+    const taken = [...meanwhile.map((a) => String(a.body["id"])), String(again.body["id"])]
+    await awaitDelivered(taken)
+    for (const id of taken) for (const s of SINKS) expect(sink.delivered(s, id).every((r) => r.node === other.name)).toBe(true)
+    // The backlog waits on the stopped node's disk: nothing of it was delivered by anyone.
+    for (const id of backlog) for (const s of SINKS) expect(sink.delivered(s, id), id).toEqual([])
+
+    // Back at the same address on the same data: every hook it acknowledged is delivered, by it.
+    await startNode(down, sink.url)
+    await awaitDelivered(backlog)
+    for (const id of backlog) for (const s of SINKS) expect(sink.delivered(s, id).every((r) => r.node === down.name)).toBe(true)
+
+    // Once nginx tries it again (fail_timeout, 10 s), its tenants come back to it.
+    const probes: Array<string> = []
+    await eventually("the node's tenants back on it", 30_000, async () => {
+      const a = await ingest(proxy.url, tenants[0]!)
+      expect(a.status).toBe(202)
+      probes.push(String(a.body["id"]))
+      return a.port === down.port
+    })
+    const back = await oneEach(tenants)
+    for (const a of back) expect(a.port, a.tenant).toBe(down.port)
+    await awaitDelivered([...probes, ...back.map((a) => String(a.body["id"]))])
+  })
+
+  it("a hook is delivered once per sink across the fleet", { timeout: 180_000 }, async () => {
+    sink.mode = "ok"
+    const start = new Map<string, number>()
+    for (const n of nodes) for (const s of SINKS) start.set(`${n.name} ${s}`, await delivered(n, s))
+    const answers = await oneEach(TENANTS.flatMap((t) => [t, t]))
+    const ids = answers.map((a) => String(a.body["id"]))
+    const acceptedBy = new Map(answers.map((a) => [String(a.body["id"]), nodeAt(a.port)]))
+    await awaitDelivered(ids)
+    // Each node's delivered count grows by exactly the hooks it accepted, per sink: no node
+    // delivers another node's rows, and nothing is delivered twice.
+    const expected = (n: Node) => answers.filter((a) => a.port === n.port).length
+    await eventually("the delivered counters", DELIVERY_MS, async () => {
+      for (const n of nodes) for (const s of SINKS) if ((await delivered(n, s)) - start.get(`${n.name} ${s}`)! < expected(n)) return false
+      return true
+    })
+    // Time for a second delivery to show, were there one.
+    await new Promise((r) => setTimeout(r, 2_000))
+    for (const n of nodes) for (const s of SINKS) expect((await delivered(n, s)) - start.get(`${n.name} ${s}`)!, `${n.name} ${s}`).toBe(expected(n))
+    for (const id of ids) {
+      for (const s of SINKS) {
+        const got = sink.delivered(s, id)
+        expect(got.length, `${s} ${id}`).toBe(1)
+        expect(got[0]!.node).toBe(acceptedBy.get(id)!.name)
+      }
+    }
+  })
+})
