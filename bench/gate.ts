@@ -15,6 +15,7 @@ import { machine } from "./lib/report.js"
 
 /** The benches, in the order they run. A missing optional script is skipped (and said so). */
 export const BENCHES: ReadonlyArray<{ readonly name: string; readonly optional?: boolean }> = [
+  { name: "cli-start" },
   { name: "gauges-bench" },
   { name: "dispatch-tick-bench" },
   { name: "ingest-bench" },
