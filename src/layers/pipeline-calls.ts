@@ -1,0 +1,212 @@
+/**
+ * The pipeline's sink calls (docs/delivery.md "Connections", "Limits";
+ * docs/architecture.md "The pipeline"): per sink, a FIFO of claimed rows
+ * whose calls start `concurrency` at a time as earlier ones end, each call a
+ * fiber forked into one FiberSet that settles its outcome (a 2xx at once; a
+ * retry or the DLQ after reading the row), and the cut at shutdown, which
+ * interrupts them.
+ */
+import { Cause, Clock, Effect, FiberSet, Latch, Random } from "effect"
+import * as Deliveries from "../domain/deliveries.js"
+import { type Envelope } from "../domain/envelope.js"
+import * as K from "../domain/keys.js"
+import * as Retry from "../domain/retry-schedule.js"
+import { parseSecret } from "../domain/signature.js"
+import * as M from "./delivery-metrics.js"
+import { type Outcomes, type Settled } from "./pipeline-outcomes.js"
+import { type PipelineOptions, type PipelineState } from "./pipeline-options.js"
+import { type DueEntry } from "./queue.js"
+import * as SinkClient from "./sink-client.js"
+import { type SinkOptions } from "./sink-client.js"
+import { type StoreError, type StoreShape } from "./store.js"
+
+export interface Claimed {
+  readonly entry: DueEntry
+  readonly ref: K.InflightRef
+}
+
+interface Job {
+  readonly claimed: Claimed
+  readonly env: Envelope
+  readonly name: string
+}
+
+interface Sink {
+  readonly options: SinkOptions
+  readonly key: Uint8Array | undefined
+  /** Its keep-alive connections (`concurrency` at most). */
+  readonly transport: SinkClient.Transport
+  /** Claimed rows waiting for a call, oldest first. */
+  readonly waiting: Array<Job>
+  /** Calls in flight (`concurrency` at most). */
+  running: number
+  readonly latency: (seconds: number) => void
+}
+
+export interface SinkCalls {
+  /**
+   * Hand a claimed row to its sink's queue, synchronously (its call is forked when a slot is
+   * free); a row that cannot be called comes back as the effect that settles it.
+   */
+  readonly route: (c: Claimed, env: Envelope | undefined) => Effect.Effect<void> | undefined
+  /** Rows handed over and not finished (queued or calling). */
+  readonly busy: () => number
+  /** Waits until no row is handed over and not finished. */
+  readonly idle: Effect.Effect<void>
+  /** Shutdown: no call starts after it, the calls running are cut, the queued rows dropped (all stay ?F). */
+  readonly cut: Effect.Effect<void>
+}
+
+/** The sinks' transports close when the layer's scope does, after `cut`. */
+export const makeSinkCalls = (o: PipelineOptions, store: StoreShape, state: PipelineState, outcomes: Outcomes) =>
+  Effect.gen(function* () {
+    // Where the latency recorders write (the metric registry of this layer's context).
+    const context = yield* Effect.context<never>()
+    // Unbounded as queues, bounded by construction: every job is a claimed row, and claims stop at
+    // `maxInflight` rows not yet settled.
+    const sinks = new Map<string, Sink>()
+    for (const s of o.sinks) {
+      sinks.set(s.name, {
+        options: s,
+        key: s.secret === undefined ? undefined : parseSecret(s.secret),
+        transport: SinkClient.transport(s),
+        waiting: [],
+        running: 0,
+        latency: M.latencyRecorder(s.name, context)
+      })
+    }
+    yield* Effect.addFinalizer(() => Effect.sync(() => {
+      for (const sink of sinks.values()) SinkClient.close(sink.transport)
+    }))
+    const clock = yield* Clock.Clock
+    const now = () => clock.currentTimeMillisUnsafe()
+
+    // Jobs handed over and not finished (queued or calling); `idle` is open at 0.
+    let busy = 0
+    const idle = yield* Latch.make(true)
+    // One fiber per call, interrupted at the cut (a call cut so destroys its request: no outcome).
+    const fibers = yield* FiberSet.make<void, never>()
+    const runFiber = yield* FiberSet.runtime(fibers)<never>()
+    let cut = false
+
+    const settle = (s: Settled) => Effect.sync(() => outcomes.settle(s))
+
+    /**
+     * A claimed row's delivery row, read only when an outcome needs it (a retry or the DLQ): a 2xx
+     * needs only the size the claim carries. Nothing else writes an inflight row's delivery row.
+     */
+    const rowOf = (c: Claimed): Effect.Effect<Deliveries.DeliveryRow, StoreError> =>
+      store.get("deliveries", K.deliveryKey(c.ref.seq, c.ref.sink)).pipe(
+        Effect.map((v) => Deliveries.decodeRow(v) ?? Deliveries.freshRow(c.entry.value.size))
+      )
+
+    /** Settle a claimed row that cannot be called: its hook is gone or undecodable (`name` undefined), or its sink is not configured. */
+    const settleUnroutable = (c: Claimed, env: Envelope | undefined, name: string | undefined): Effect.Effect<void, StoreError> =>
+      Effect.gen(function* () {
+        if (env === undefined || name === undefined) {
+          yield* Effect.logWarning("pipeline: hook envelope gone or undecodable; row dropped", c.ref)
+          return yield* settle({ transition: Deliveries.orphanDrop(c.ref, c.entry.value.size), sink: "unknown", outcome: "dropped" })
+        }
+        // A sink removed from the configuration: keep the row in the DLQ, where replay can find it.
+        const row = yield* rowOf(c)
+        const now = yield* Clock.currentTimeMillis
+        yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { ...c.ref, sinkName: name })
+        return yield* settle({ transition: Deliveries.deadLetter(c.ref, { ...row, lastAt: now }, now, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
+      })
+
+    /** A call that did not deliver: a retry at the schedule's next time, or the DLQ. */
+    const failed = (sink: Sink, job: Job, a: SinkClient.Attempt): Effect.Effect<void, StoreError> =>
+      Effect.gen(function* () {
+        const { claimed: c, env, name } = job
+        const row = yield* rowOf(c)
+        const after: Deliveries.DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
+        const random = yield* Random.next
+        const d = Retry.next(sink.options.retry, { attempt: after.attempts, status: a.status, retryAfter: a.retryAfter, now: a.endedAt, random })
+        if (d._tag === "Retry") {
+          return yield* settle({ transition: Deliveries.retry(c.ref, after, d.at), sink: name, outcome: "retried" })
+        }
+        yield* Effect.logInfo("pipeline: row dead-lettered", { ...c.ref, sinkName: name, status: a.status, error: a.error, reason: d.reason })
+        return yield* settle({ transition: Deliveries.deadLetter(c.ref, after, a.endedAt, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
+      })
+
+    const delivered = (job: Job): Settled => ({
+      transition: Deliveries.delivered(job.claimed.ref, job.claimed.entry.value.size),
+      sink: job.name,
+      outcome: "delivered"
+    })
+
+    const handed = (): void => {
+      busy += 1
+      if (busy === 1) idle.closeUnsafe()
+    }
+    const finish = (): void => {
+      busy -= 1
+      if (busy === 0) idle.openUnsafe()
+    }
+
+    /** A defect in a delivery must not leak its slot: the row stays ?F (boot recovery), the count goes down. */
+    const guarded = (c: Claimed, effect: Effect.Effect<void, StoreError>): Effect.Effect<void> =>
+      effect.pipe(
+        Effect.catchCause((cause) =>
+          Cause.hasInterruptsOnly(cause)
+            ? Effect.void
+            : Effect.logError("pipeline: delivery failed; row left inflight for boot recovery", { ...c.ref, cause: Cause.pretty(cause) }).pipe(
+                Effect.andThen(Effect.sync(() => {
+                  state.inflight -= 1
+                }))
+              )
+        ),
+        Effect.ensuring(Effect.sync(finish))
+      )
+
+    const route = (c: Claimed, env: Envelope | undefined): Effect.Effect<void> | undefined => {
+      const name = env?.sinks[c.ref.sink]
+      const sink = name === undefined ? undefined : sinks.get(name)
+      handed()
+      if (env === undefined || name === undefined || sink === undefined) return guarded(c, settleUnroutable(c, env, name))
+      sink.waiting.push({ claimed: c, env, name })
+      pump(sink)
+      return undefined
+    }
+
+    /** Start calls while the sink has rows waiting and a free slot of its `concurrency`. */
+    const pump = (sink: Sink): void => {
+      while (!cut && sink.running < sink.options.concurrency && sink.waiting.length > 0) call(sink, sink.waiting.shift()!)
+    }
+
+    /** The sink call (node:http, timed by the client); interrupting it cuts the request, with no outcome. */
+    const attempt = (sink: Sink, job: Job): Effect.Effect<SinkClient.Attempt> =>
+      Effect.callback<SinkClient.Attempt>((resume) => {
+        const stop = SinkClient.start(sink.transport, sink.options, sink.key, job.env, now, (a) => resume(Effect.succeed(a)))
+        return Effect.sync(stop)
+      })
+
+    /** One call, a fiber of its own: the attempt, then its outcome; the slot is freed and the next call started when it ends. */
+    const call = (sink: Sink, job: Job): void => {
+      sink.running += 1
+      runFiber(
+        guarded(
+          job.claimed,
+          Effect.flatMap(attempt(sink, job), (a) => {
+            sink.latency(a.durationMs / 1000)
+            return a.status >= 200 && a.status < 300 ? settle(delivered(job)) : failed(sink, job, a)
+          })
+        ).pipe(Effect.ensuring(Effect.sync(() => {
+          sink.running -= 1
+          pump(sink)
+        })))
+      )
+    }
+
+    return {
+      route,
+      busy: () => busy,
+      idle: idle.await,
+      cut: Effect.gen(function* () {
+        cut = true
+        for (const sink of sinks.values()) sink.waiting.length = 0
+        yield* FiberSet.clear(fibers)
+        yield* FiberSet.awaitEmpty(fibers)
+      })
+    } satisfies SinkCalls
+  })

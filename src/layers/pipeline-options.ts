@@ -1,0 +1,88 @@
+/**
+ * The pipeline's options (docs/configuration.md, `pipeline.*` and `sinks[]`),
+ * their defaults and ranges, the fixed bounds of docs/delivery.md "Limits",
+ * and the run state its parts share (src/layers/pipeline.ts wires them).
+ */
+import { Effect } from "effect"
+import { parseSecret } from "../domain/signature.js"
+import type { SinkOptions } from "./sink-client.js"
+
+export interface PipelineOptions {
+  /** Dispatch tick period (ms). */
+  readonly tickMs: number
+  /** Rows claimed per tick at most, across tenants. */
+  readonly claimLimit: number
+  /** Bytes (delivery row sizes) claimed per tick at most; a tenant's first row is taken even past it. */
+  readonly claimBytes: number
+  /** Rows claimed and not yet settled, across sinks: bounds sink calls and envelopes in memory. */
+  readonly maxInflight: number
+  /** Active tenants one tick looks at (TEN-1 §5 `activeTenants` limit). */
+  readonly activeTenants: number
+  /** Outcomes committed together in one write at most. */
+  readonly commitBatch: number
+  /** Shutdown: how long inflight sink calls may finish before their rows are left to boot recovery. */
+  readonly graceMs: number
+  /** The sinks by name, as hook envelopes name them. */
+  readonly sinks: ReadonlyArray<SinkOptions>
+}
+
+export const Defaults = {
+  tickMs: 100,
+  claimLimit: 1_000,
+  claimBytes: 64 * 1024 * 1024,
+  maxInflight: 256,
+  activeTenants: 4_096,
+  commitBatch: 256,
+  graceMs: 10_000
+} as const satisfies Omit<PipelineOptions, "sinks">
+
+/** Inclusive ranges, checked when the layer is built. */
+export const Ranges: Readonly<Record<keyof typeof Defaults, readonly [number, number]>> = {
+  tickMs: [1, 60_000],
+  claimLimit: [1, 100_000],
+  claimBytes: [1, 1024 * 1024 * 1024],
+  maxInflight: [1, 100_000],
+  activeTenants: [1, 100_000],
+  commitBatch: [1, 10_000],
+  graceMs: [0, 600_000]
+}
+
+/** Tenants a tick's first marker scan asks for (it scans again for up to the rest only if they leave rows to claim). */
+export const FIRST_SCAN_TENANTS = 16
+/** A wake never starts ticks closer together than this, so a busy Writer cannot spin the tick. */
+export const MIN_TICK_GAP_MS = 5
+/** Backoff between attempts of an outcome commit that failed (the rows stay `?F` meanwhile). */
+export const COMMIT_RETRY_MS = 200
+/** An outcome batch short of `commitBatch` waits this long for more before it is written. */
+export const COMMIT_LINGER_MS = 2
+/**
+ * A commit wakes the tick only once at least this share of `maxInflight` is free (at least one
+ * slot), so a drain claims in batches instead of ticking for every outcome; below it the
+ * periodic tick still runs.
+ */
+export const WAKE_FREE_FRACTION = 0.5
+
+export type Input = Partial<Omit<PipelineOptions, "sinks">> & { readonly sinks: ReadonlyArray<SinkOptions> }
+
+export const resolve = (input: Input): Effect.Effect<PipelineOptions> =>
+  Effect.suspend(() => {
+    const out = { ...Defaults, ...input } as PipelineOptions
+    for (const [key, [lo, hi]] of Object.entries(Ranges) as Array<[keyof typeof Defaults, readonly [number, number]]>) {
+      const v = out[key]
+      if (!Number.isInteger(v) || v < lo || v > hi) return Effect.die(new Error(`pipeline option ${key} = ${v} is outside ${lo}..${hi}`))
+    }
+    for (const s of out.sinks) {
+      if (!Number.isInteger(s.concurrency) || s.concurrency < 1) return Effect.die(new Error(`sink ${s.name}: concurrency ${s.concurrency} < 1`))
+      if (!(s.timeoutMs > 0)) return Effect.die(new Error(`sink ${s.name}: timeoutMs ${s.timeoutMs} <= 0`))
+      if (s.secret !== undefined && parseSecret(s.secret) === undefined) return Effect.die(new Error(`sink ${s.name}: secret is not whsec_<base64>`))
+    }
+    return Effect.succeed(out)
+  })
+
+/** What the tick, the sink calls and the committer share, owned by the pipeline's `make`. */
+export interface PipelineState {
+  /** Claimed rows whose outcome is not committed: the global inflight bound. */
+  inflight: number
+  /** Set at shutdown once the tick is stopped: no claim after it, and failed commits stop retrying. */
+  stopping: boolean
+}
