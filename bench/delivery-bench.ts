@@ -1,7 +1,7 @@
 /**
  * Issue 6 `bench/delivery-bench`: HOOKS queued hooks (one sink each, 1 KiB
  * bodies, 100 tenants, all due) drained by the real pipeline
- * (src/layers/pipeline.ts on the RocksDB store, its node:http sink client) to
+ * (src/delivery/pipeline.ts on the RocksDB store, its node:http sink client) to
  * a local sink in its own process answering 204 (bench/lib/target-server.ts).
  * Prints deliveries/s (first tick to the last outcome committed), the sink's
  * observed maximum concurrency, the TCP connections the sink accepted (a
@@ -30,12 +30,12 @@
  */
 import { Duration, Effect, Layer } from "effect"
 import { defaultSchedule } from "../src/domain/retry-schedule.js"
-import * as Pipeline from "../src/layers/pipeline.js"
-import { Queue } from "../src/layers/queue.js"
-import * as QueueLayer from "../src/layers/queue.js"
-import { DEFAULT_SINK_CONCURRENCY } from "../src/layers/sink-client.js"
-import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
-import { Store } from "../src/layers/store.js"
+import * as Pipeline from "../src/delivery/pipeline.js"
+import { Queue } from "../src/queue/queue.js"
+import * as QueueLayer from "../src/queue/queue.js"
+import { DEFAULT_SINK_CONCURRENCY } from "../src/delivery/sink-client.js"
+import { makeRocksDbStore } from "../src/store/rocksdb.js"
+import { Store } from "../src/store/store.js"
 import { memoryOf, tempDir } from "./lib/proc.js"
 import { builder, dueHooks } from "./lib/queued-store.js"
 import { arg, finish, fmt, int, log, machine, main, mib, quick, table } from "./lib/report.js"

@@ -1,6 +1,6 @@
 /**
  * TEN-1 §12 `bench/dispatch-tick-bench`: the read side of the dispatch tick,
- * as src/layers/pipeline.ts runs it with its default options:
+ * as src/delivery/pipeline.ts runs it with its default options:
  * `activeTenants(now, activeTenants)` in marker order, then `dueForTenant`
  * for each active tenant from a fresh cursor (floor 0, as after a restart)
  * within the tick's row and byte budget (`claimLimit`, `claimBytes`). Nothing
@@ -11,7 +11,7 @@
  * Run: npx tsx bench/dispatch-tick-bench.ts [--quick]
  */
 import { Effect } from "effect"
-import { Defaults } from "../src/layers/pipeline.js"
+import { Defaults } from "../src/delivery/pipeline.js"
 import { runScript } from "./lib/tick-bench.js"
 
 runScript({

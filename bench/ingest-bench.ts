@@ -33,10 +33,10 @@ import * as Deliveries from "../src/domain/deliveries.js"
 import { encodeEnvelope } from "../src/domain/envelope.js"
 import * as K from "../src/domain/keys.js"
 import { put } from "../src/domain/ops.js"
-import { EVENT_LOOP_WINDOW_MS } from "../src/layers/event-loop-metrics.js"
-import { DEFAULT_COMMIT_THREAD } from "../src/layers/store-rocksdb.js"
-import { encodeBatch } from "../src/layers/store-rocksdb-wire.mjs"
-import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
+import { EVENT_LOOP_WINDOW_MS } from "../src/observability/event-loop-metrics.js"
+import { DEFAULT_COMMIT_THREAD } from "../src/store/rocksdb.js"
+import { encodeBatch } from "../src/store/rocksdb-wire.mjs"
+import { makeRocksDbStore } from "../src/store/rocksdb.js"
 import { type LoadResult, rawPost, runLoad } from "./lib/load.js"
 import { cpuOf, memoryOf, tempDir } from "./lib/proc.js"
 import { arg, finish, fmt, int, log, machine, main, mib, percentile, quick, table } from "./lib/report.js"
@@ -263,7 +263,7 @@ main("ingest-bench", async () => {
     ])
   )
   console.log(
-    `Write path: the batch is encoded on the main thread into one buffer (store-rocksdb-wire.mjs); the "${DEFAULT_COMMIT_THREAD}" path ` +
+    `Write path: the batch is encoded on the main thread into one buffer (rocksdb-wire.mjs); the "${DEFAULT_COMMIT_THREAD}" path ` +
       `transfers it to the commit worker, which builds the binding's chained WriteBatch (one _put/_del/_merge call per op) and writes it synced, ` +
       `so the event loop pays only build + encode.`
   )

@@ -14,8 +14,8 @@
  * Run: npx tsx bench/memory.ts [--quick]
  */
 import { Effect } from "effect"
-import { EVENT_LOOP_WINDOW_MS } from "../src/layers/event-loop-metrics.js"
-import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
+import { EVENT_LOOP_WINDOW_MS } from "../src/observability/event-loop-metrics.js"
+import { makeRocksDbStore } from "../src/store/rocksdb.js"
 import { storeDirOf } from "../src/programs/store.js"
 import { memoryOf, tempDir } from "./lib/proc.js"
 import { builder, dueHooks } from "./lib/queued-store.js"

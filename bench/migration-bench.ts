@@ -16,10 +16,10 @@
  */
 import { Effect } from "effect"
 import * as TenantKeys from "../src/domain/migrations/tenant-keys.js"
-import * as Fixture from "../src/layers/fixture.js"
-import { checkStore, formatReport } from "../src/layers/check.js"
-import * as Migrate from "../src/layers/migrate.js"
-import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
+import * as Fixture from "../src/queue/format/fixture.js"
+import { checkStore, formatReport } from "../src/queue/format/check.js"
+import * as Migrate from "../src/queue/format/migrate.js"
+import { makeRocksDbStore } from "../src/store/rocksdb.js"
 import { memoryOf, tempDir, threadsCpuMs } from "./lib/proc.js"
 import { arg, finish, fmt, int, log, machine, mib, quick, table } from "./lib/report.js"
 

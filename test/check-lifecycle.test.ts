@@ -3,8 +3,8 @@ import { Effect } from "effect"
 import * as Deliveries from "../src/domain/deliveries.js"
 import * as K from "../src/domain/keys.js"
 import { del, put } from "../src/domain/ops.js"
-import { checkLifecycle } from "../src/layers/check-lifecycle.js"
-import { makeMemoryStore } from "../src/layers/store-memory.js"
+import { checkLifecycle } from "../src/queue/format/check-lifecycle.js"
+import { makeMemoryStore } from "../src/store/memory.js"
 import { allocAll, commit, envelopeOf } from "./lifecycle-helpers.js"
 
 describe("store check (lifecycle)", () => {

@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Cfg from "../src/domain/config.js"
-import { load, read } from "../src/layers/config.js"
+import { load, read } from "../src/config/config.js"
 
 const withFile = <A>(name: string, text: string, f: (file: string) => Promise<A>): Promise<A> => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-config-"))

@@ -13,7 +13,7 @@ import { encodeEnvelope } from "../src/domain/envelope.js"
 import * as K from "../src/domain/keys.js"
 import type { Op } from "../src/domain/ops.js"
 import * as Tenants from "../src/domain/tenants.js"
-import type { StoreShape } from "../src/layers/store.js"
+import type { StoreShape } from "../src/store/store.js"
 
 export const tempDir = (prefix: string) => fs.mkdtempSync(path.join(os.tmpdir(), `ankusa-${prefix}-`))
 export const rmDir = (dir: string) => fs.rmSync(dir, { recursive: true, force: true })

@@ -12,11 +12,11 @@ import * as Deliveries from "../src/domain/deliveries.js"
 import { encodeEnvelope, type Envelope } from "../src/domain/envelope.js"
 import type { Op } from "../src/domain/ops.js"
 import * as Tenants from "../src/domain/tenants.js"
-import * as Pipeline from "../src/layers/pipeline.js"
-import * as Queue from "../src/layers/queue.js"
-import { Store, type StoreShape } from "../src/layers/store.js"
-import { layerMemory } from "../src/layers/store-memory.js"
-import { layerRocksDb } from "../src/layers/store-rocksdb.js"
+import * as Pipeline from "../src/delivery/pipeline.js"
+import * as Queue from "../src/queue/queue.js"
+import { Store, type StoreShape } from "../src/store/store.js"
+import { layerMemory } from "../src/store/memory.js"
+import { layerRocksDb } from "../src/store/rocksdb.js"
 
 export const tempDir = Effect.acquireRelease(
   Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-pipeline-"))),

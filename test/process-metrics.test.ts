@@ -2,8 +2,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Metric } from "effect"
 import { TestClock } from "effect/testing"
-import * as ProcessMetrics from "../src/layers/process-metrics.js"
-import { scrape } from "../src/layers/prometheus.js"
+import * as ProcessMetrics from "../src/observability/process-metrics.js"
+import { scrape } from "../src/observability/prometheus.js"
 
 const gauge = (m: Metric.Gauge<number>) => Metric.value(m).pipe(Effect.map((s) => s.value))
 

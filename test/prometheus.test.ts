@@ -1,7 +1,7 @@
 /** Prometheus text of Effect metrics: types, labels from tags, histogram buckets, escaping. */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Metric } from "effect"
-import { render, scrape } from "../src/layers/prometheus.js"
+import { render, scrape } from "../src/observability/prometheus.js"
 
 describe("prometheus", () => {
   it.effect("counters, gauges and histograms render with their tags as labels", () =>

@@ -2,10 +2,10 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Metric } from "effect"
 import { TestClock } from "effect/testing"
 import { Families, familyDataRange } from "../src/domain/keys.js"
-import { quarantineDropped, withReason } from "../src/layers/lifecycle-metrics.js"
-import * as Q from "../src/layers/quarantine.js"
-import { Store } from "../src/layers/store.js"
-import { layerMemory, MemoryDb } from "../src/layers/store-memory.js"
+import { quarantineDropped, withReason } from "../src/observability/lifecycle-metrics.js"
+import * as Q from "../src/lifecycle/quarantine.js"
+import { Store } from "../src/store/store.js"
+import { layerMemory, MemoryDb } from "../src/store/memory.js"
 
 const env = (db: MemoryDb, o: Partial<Q.QuarantineOptions>) =>
   Q.layer(o).pipe(Layer.provideMerge(layerMemory({ db })))

@@ -3,9 +3,9 @@ import { Effect } from "effect"
 import * as Deliveries from "../src/domain/deliveries.js"
 import * as K from "../src/domain/keys.js"
 import type { Op } from "../src/domain/ops.js"
-import { checkStore } from "../src/layers/check.js"
-import type { QueueShape } from "../src/layers/queue.js"
-import type { StoreShape } from "../src/layers/store.js"
+import { checkStore } from "../src/queue/format/check.js"
+import type { QueueShape } from "../src/queue/queue.js"
+import type { StoreShape } from "../src/store/store.js"
 import { allocAll, commit, envelope, memory } from "./queue-helpers.js"
 
 const NOW = 1_700_000_000_500

@@ -9,9 +9,9 @@ import { encodeEnvelope } from "../src/domain/envelope.js"
 import * as K from "../src/domain/keys.js"
 import type { Op } from "../src/domain/ops.js"
 import * as Tenants from "../src/domain/tenants.js"
-import * as Queue from "../src/layers/queue.js"
-import type { StoreShape } from "../src/layers/store.js"
-import { makeMemoryStore } from "../src/layers/store-memory.js"
+import * as Queue from "../src/queue/queue.js"
+import type { StoreShape } from "../src/store/store.js"
+import { makeMemoryStore } from "../src/store/memory.js"
 
 export const memory = Effect.gen(function* () {
   const store = yield* makeMemoryStore()

@@ -3,9 +3,9 @@ import { Effect } from "effect"
 import * as Counters from "../src/domain/counters.js"
 import * as Deliveries from "../src/domain/deliveries.js"
 import * as K from "../src/domain/keys.js"
-import { checkStore } from "../src/layers/check.js"
-import type { DeadItem, QueueShape } from "../src/layers/queue.js"
-import type { StoreShape } from "../src/layers/store.js"
+import { checkStore } from "../src/queue/format/check.js"
+import type { DeadItem, QueueShape } from "../src/queue/queue.js"
+import type { StoreShape } from "../src/store/store.js"
 import { allocAll, commit, dump, envelope, memory } from "./queue-helpers.js"
 
 const NOW = 1_700_000_000_000

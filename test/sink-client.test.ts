@@ -1,12 +1,12 @@
 /**
- * The sink client (src/layers/sink-client.ts) against real sinks on 127.0.0.1:
+ * The sink client (src/delivery/sink-client.ts) against real sinks on 127.0.0.1:
  * the headers a call sends (a flat array handed to Node, with our own `host`),
  * and the sink's timeout.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Envelope } from "../src/domain/envelope.js"
-import * as SinkClient from "../src/layers/sink-client.js"
+import * as SinkClient from "../src/delivery/sink-client.js"
 import { startSink } from "./sink-server.js"
 
 const envelope = (id: string): Envelope => ({

@@ -61,7 +61,50 @@ const constructorUses = (source: string, isKeysModule = false): Array<string> =>
   return uses
 }
 
+/** Every module specifier a source imports or re-exports (static and dynamic). */
+const importsOf = (source: string): Array<string> =>
+  [...stripComments(source).matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)["']([^"']+)["']/g)].map((m) => m[1]!)
+
+/** The wing (first folder under src/) a relative import of `file` lands in, if any. */
+const wingOf = (file: string, specifier: string): string | undefined => {
+  if (!specifier.startsWith(".")) return undefined
+  const target = path.relative(SRC, path.resolve(path.dirname(file), specifier))
+  return target.startsWith("..") ? "outside src" : target.split(path.sep)[0]
+}
+
+const WINGS = ["domain", "store", "queue", "delivery", "lifecycle", "observability", "http", "config", "programs"]
+
 describe("source rules", () => {
+  it("src is wings a newcomer can name", () => {
+    const folders = fs.readdirSync(SRC, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name)
+    expect(folders.sort()).toEqual([...WINGS].sort())
+    expect(fs.readdirSync(SRC).filter((f) => !folders.includes(f))).toEqual([])
+  })
+
+  it("domain imports no other wing", () => {
+    const violations = tsFiles(path.join(SRC, "domain")).flatMap((f) =>
+      importsOf(fs.readFileSync(f, "utf8"))
+        // Pure: no other wing, and nothing that does I/O (hashing and CRCs from node:crypto and node:zlib are fine).
+        .filter((s) => (wingOf(f, s) ?? "domain") !== "domain" || /^(node:(fs|net|http|https|child_process|worker_threads|dgram|os)|@nxtedition|@bokuweb)/.test(s))
+        .map((s) => `${path.relative(SRC, f)}: ${s}`)
+    )
+    expect(violations).toEqual([])
+    // The check sees a wing import and a platform import.
+    const probe = path.join(SRC, "domain/probe.ts")
+    expect(wingOf(probe, "../store/store.js")).toBe("store")
+    expect(wingOf(probe, "./keys.js")).toBe("domain")
+    expect(importsOf(`import { x } from "../queue/writer.js"\nconst m = await import("node:fs")`)).toEqual(["../queue/writer.js", "node:fs"])
+  })
+
+  it("only the store wing imports the RocksDB binding", () => {
+    const importers = tsFiles(SRC)
+      .concat(fs.readdirSync(SRC, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".mjs")).map((f) => path.join(SRC, f)))
+      .filter((f) => importsOf(fs.readFileSync(f, "utf8")).some((s) => s.startsWith("@nxtedition/rocksdb")))
+      .map((f) => path.relative(SRC, f).split(path.sep)[0])
+    expect(importers.length).toBeGreaterThan(0)
+    expect([...new Set(importers)]).toEqual(["store"])
+  })
+
   it("due/inflight/?D/?F/?X/?A key constructors are called only from deliveries", () => {
     const files = tsFiles(SRC)
     expect(files).toContain(DELIVERIES)

@@ -7,8 +7,8 @@ import { describe, expect, it, layer } from "@effect/vitest"
 import { Context, Effect, Layer, type Scope, Stream } from "effect"
 import { asBuffer, encodeU32, Families, familiesOf, familyOf, Meta, range } from "../src/domain/keys.js"
 import { type Batch, del, deleteRange, merge, put } from "../src/domain/ops.js"
-import { foldFamily } from "../src/layers/store-family.js"
-import { Store, type StoreOpenError } from "../src/layers/store.js"
+import { foldFamily } from "../src/store/family.js"
+import { Store, type StoreOpenError } from "../src/store/store.js"
 
 export interface StoreHarness<L> {
   readonly name: string

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 import { Families, familyDataRange } from "../src/domain/keys.js"
-import { makeRocksDbStore } from "../src/layers/store-rocksdb.js"
+import { makeRocksDbStore } from "../src/store/rocksdb.js"
 import { counters, PUTS } from "./support/store-crash-child.js"
 
 const CHILD = join(import.meta.dirname, "support", "store-crash-child.ts")

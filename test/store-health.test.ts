@@ -10,12 +10,12 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } 
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { put } from "../src/domain/ops.js"
-import { scrape } from "../src/layers/prometheus.js"
-import * as StoreHealth from "../src/layers/store-health.js"
-import { layerMemory, memoryHealth } from "../src/layers/store-memory.js"
-import { diskUsage, kindOf } from "../src/layers/store-rocksdb-health.js"
-import { layerRocksDb } from "../src/layers/store-rocksdb.js"
-import { Store, StoreError, type StoreHealth as Health, type StoreShape } from "../src/layers/store.js"
+import { scrape } from "../src/observability/prometheus.js"
+import * as StoreHealth from "../src/observability/store-health.js"
+import { layerMemory, memoryHealth } from "../src/store/memory.js"
+import { diskUsage, kindOf } from "../src/store/rocksdb-health.js"
+import { layerRocksDb } from "../src/store/rocksdb.js"
+import { Store, StoreError, type StoreHealth as Health, type StoreShape } from "../src/store/store.js"
 
 const tempDir = Effect.acquireRelease(
   Effect.sync(() => mkdtempSync(join(tmpdir(), "ankusa-health-"))),

@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import { layerMemory, MemoryDb } from "../src/layers/store-memory.js"
+import { layerMemory, MemoryDb } from "../src/store/memory.js"
 import { storeConformance } from "./store-conformance.js"
 
 storeConformance<MemoryDb>({

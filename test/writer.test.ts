@@ -9,11 +9,11 @@ import * as Deliveries from "../src/domain/deliveries.js"
 import * as HookId from "../src/domain/hook-id.js"
 import * as Keys from "../src/domain/keys.js"
 import { TenantLimit } from "../src/domain/tenants.js"
-import { layerMemory, MemoryDb } from "../src/layers/store-memory.js"
-import { layerRocksDb } from "../src/layers/store-rocksdb.js"
-import { Store, type StoreShape } from "../src/layers/store.js"
-import { layer as tenantsLayer, Tenants } from "../src/layers/tenants.js"
-import { type IngestRequest, type IngestResult, layer as writerLayer, type SubmitError, Writer, type WriterOptions, type WriterShape } from "../src/layers/writer.js"
+import { layerMemory, MemoryDb } from "../src/store/memory.js"
+import { layerRocksDb } from "../src/store/rocksdb.js"
+import { Store, type StoreShape } from "../src/store/store.js"
+import { layer as tenantsLayer, Tenants } from "../src/queue/tenants.js"
+import { type IngestRequest, type IngestResult, layer as writerLayer, type SubmitError, Writer, type WriterOptions, type WriterShape } from "../src/queue/writer.js"
 
 const req = (tenantId: string | null, o: Partial<IngestRequest> = {}): IngestRequest => ({
   tenantId,

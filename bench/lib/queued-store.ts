@@ -14,7 +14,7 @@ import { encodeEnvelope } from "../../src/domain/envelope.js"
 import * as K from "../../src/domain/keys.js"
 import { type Op, put } from "../../src/domain/ops.js"
 import * as Tenants from "../../src/domain/tenants.js"
-import type { StoreError, StoreShape } from "../../src/layers/store.js"
+import type { StoreError, StoreShape } from "../../src/store/store.js"
 
 /** Hooks per unsynced build batch: large enough to amortize a commit, small enough to keep a batch a few MiB. */
 export const BUILD_BATCH_HOOKS = 4_000

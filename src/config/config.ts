@@ -1,7 +1,7 @@
 /**
  * Loading the configuration: `Config.schema` of the Schema in
  * src/domain/config.ts (every key, default and range), read from the
- * ConfigProviders of src/layers/config-providers.ts (flags over `ANKUSA_*`
+ * ConfigProviders of src/config/providers.ts (flags over `ANKUSA_*`
  * variables over the YAML or JSON file). A bad value is refused at start with
  * a message naming the key and its source (`config error at sinks[0].url
  * (file ankusa.yaml): ...`). docs/configuration.md lists every key and variable.
@@ -11,8 +11,8 @@ import { readFileSync } from "node:fs"
 import { extname } from "node:path"
 import YAML from "yaml"
 import * as Cfg from "../domain/config.js"
-import { formatProblem, problems } from "./config-issues.js"
-import { ENV_CONFIG, type Flags, Provenance, stack } from "./config-providers.js"
+import { formatProblem, problems } from "./issues.js"
+import { ENV_CONFIG, type Flags, Provenance, stack } from "./providers.js"
 
 export class ConfigError extends Data.TaggedError("ConfigError")<{ readonly message: string }> {}
 

@@ -7,7 +7,7 @@
  */
 import { ConfigProvider, Effect } from "effect"
 import type { LogLevel } from "../domain/config.js"
-import { formatPath } from "./config-issues.js"
+import { formatPath } from "./issues.js"
 
 type Kind = "string" | "number" | "boolean"
 

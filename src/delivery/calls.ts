@@ -12,13 +12,13 @@ import { type Envelope } from "../domain/envelope.js"
 import * as K from "../domain/keys.js"
 import * as Retry from "../domain/retry-schedule.js"
 import { parseSecret } from "../domain/signature.js"
-import * as M from "./delivery-metrics.js"
-import { type Outcomes, type Settled } from "./pipeline-outcomes.js"
-import { type PipelineOptions, type PipelineState } from "./pipeline-options.js"
-import { type DueEntry } from "./queue.js"
+import * as M from "../observability/delivery-metrics.js"
+import { type Outcomes, type Settled } from "./outcomes.js"
+import { type PipelineOptions, type PipelineState } from "./options.js"
+import { type DueEntry } from "../queue/queue.js"
 import * as SinkClient from "./sink-client.js"
 import { type SinkOptions } from "./sink-client.js"
-import { type StoreError, type StoreShape } from "./store.js"
+import { type StoreError, type StoreShape } from "../store/store.js"
 
 export interface Claimed {
   readonly entry: DueEntry

@@ -1,7 +1,7 @@
 /**
  * The pipeline's options (docs/configuration.md, `pipeline.*` and `sinks[]`),
  * their defaults and ranges, the fixed bounds of docs/delivery.md "Limits",
- * and the run state its parts share (src/layers/pipeline.ts wires them).
+ * and the run state its parts share (src/delivery/pipeline.ts wires them).
  */
 import { Effect } from "effect"
 import { parseSecret } from "../domain/signature.js"

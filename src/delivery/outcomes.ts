@@ -6,9 +6,9 @@
  */
 import { Duration, Effect, Fiber, Queue as Q, Schedule } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
-import * as M from "./delivery-metrics.js"
-import { COMMIT_LINGER_MS, COMMIT_RETRY_MS, type PipelineOptions, type PipelineState, WAKE_FREE_FRACTION } from "./pipeline-options.js"
-import { type StoreShape } from "./store.js"
+import * as M from "../observability/delivery-metrics.js"
+import { COMMIT_LINGER_MS, COMMIT_RETRY_MS, type PipelineOptions, type PipelineState, WAKE_FREE_FRACTION } from "./options.js"
+import { type StoreShape } from "../store/store.js"
 
 export interface Settled {
   readonly transition: Deliveries.Transition

@@ -3,8 +3,8 @@
  * docs/architecture.md "The pipeline"): a tick that claims due rows tenant by
  * tenant from the active index, the marker cleanup, and the sink calls whose
  * outcomes are committed in small batches. Its parts: the options
- * (`pipeline-options.ts`), the tick (`pipeline-tick.ts`), the sink calls
- * (`pipeline-calls.ts`) and the outcome committer (`pipeline-outcomes.ts`).
+ * (`options.ts`), the tick (`tick.ts`), the sink calls
+ * (`calls.ts`) and the outcome committer (`outcomes.ts`).
  *
  * Durability: claims and outcomes are unsynced writes. Each is one atomic
  * batch, so a crash can only lose whole transitions, and every state a lost
@@ -14,12 +14,12 @@
  * deliver a row again (at-least-once; receivers dedupe by `webhook-id`).
  */
 import { Cause, Context, Duration, Effect, Fiber, Layer, Queue as Q, Semaphore } from "effect"
-import { makeSinkCalls } from "./pipeline-calls.js"
-import { type Input, MIN_TICK_GAP_MS, type PipelineState, resolve } from "./pipeline-options.js"
-import { makeOutcomes } from "./pipeline-outcomes.js"
-import { makeTick, type TickReport } from "./pipeline-tick.js"
-import { Queue } from "./queue.js"
-import { Store, type StoreError } from "./store.js"
+import { makeSinkCalls } from "./calls.js"
+import { type Input, MIN_TICK_GAP_MS, type PipelineState, resolve } from "./options.js"
+import { makeOutcomes } from "./outcomes.js"
+import { makeTick, type TickReport } from "./tick.js"
+import { Queue } from "../queue/queue.js"
+import { Store, type StoreError } from "../store/store.js"
 
 export {
   COMMIT_LINGER_MS,
@@ -31,8 +31,8 @@ export {
   type PipelineOptions,
   Ranges,
   WAKE_FREE_FRACTION
-} from "./pipeline-options.js"
-export type { TickReport } from "./pipeline-tick.js"
+} from "./options.js"
+export type { TickReport } from "./tick.js"
 export type { SinkOptions } from "./sink-client.js"
 
 export interface PipelineShape {
@@ -96,6 +96,6 @@ export const make = (input: Input) =>
     return { wake, tick, inflight: Effect.sync(() => state.inflight) } satisfies PipelineShape
   })
 
-/** Needs the Store and the Queue; sink calls go out on `node:http(s)` (src/layers/sink-client.ts). */
+/** Needs the Store and the Queue; sink calls go out on `node:http(s)` (src/delivery/sink-client.ts). */
 export const layer = (input: Input): Layer.Layer<Pipeline, never, Store | Queue> =>
   Layer.effect(Pipeline, make(input))

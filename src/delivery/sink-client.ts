@@ -123,7 +123,7 @@ export const close = (t: Transport): void => t.agent.destroy()
  * POST the hook to the sink and call `done` once with the attempt (never synchronously), unless
  * the call is cut first: the returned function cuts it (destroys the request; `done` is not
  * called). One callback chain per call, no effect inside: the pipeline runs it in a fiber of
- * its own through `Effect.callback`, whose interruption cuts it (src/layers/pipeline-calls.ts).
+ * its own through `Effect.callback`, whose interruption cuts it (src/delivery/calls.ts).
  */
 export const start = (
   t: Transport,

@@ -8,11 +8,11 @@ import { Clock, Effect, Metric } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import { decodeEnvelope } from "../domain/envelope.js"
 import * as K from "../domain/keys.js"
-import * as M from "./delivery-metrics.js"
-import { type Claimed, type SinkCalls } from "./pipeline-calls.js"
-import { FIRST_SCAN_TENANTS, type PipelineOptions, type PipelineState } from "./pipeline-options.js"
-import { type ActiveTenant, type DueEntry, type QueueShape } from "./queue.js"
-import { type StoreError, type StoreShape } from "./store.js"
+import * as M from "../observability/delivery-metrics.js"
+import { type Claimed, type SinkCalls } from "./calls.js"
+import { FIRST_SCAN_TENANTS, type PipelineOptions, type PipelineState } from "./options.js"
+import { type ActiveTenant, type DueEntry, type QueueShape } from "../queue/queue.js"
+import { type StoreError, type StoreShape } from "../store/store.js"
 
 export interface TickReport {
   /** Tenants visited, in visit (marker) order. */

@@ -1,7 +1,7 @@
 /**
  * The configuration: its Schema (every key, default and range), the embedded
  * default, and the redaction used by `GET /v1/config`. Pure: reading it from
- * the file, the environment and the flags lives in `src/layers/config.ts`.
+ * the file, the environment and the flags lives in `src/config/config.ts`.
  * docs/configuration.md lists every key.
  */
 import { Effect, Schema, SchemaTransformation } from "effect"
@@ -179,7 +179,7 @@ const Log = Schema.Struct({
 const DAY = 24 * 3_600_000
 const GiB = 1024 * MiB
 
-/** Passed to the Archive (src/layers/archive.ts `ArchiveOptions`). */
+/** Passed to the Archive (src/lifecycle/archive.ts `ArchiveOptions`). */
 const Archive = Schema.Struct({
   enabled: withDefault(Schema.Boolean, () => false),
   /** Obligations of hooks received longer ago than this are dropped unwritten (counted). */
@@ -188,7 +188,7 @@ const Archive = Schema.Struct({
   segmentBytes: withDefault(int(MiB, 4 * GiB), () => 64 * MiB)
 })
 
-/** Passed to the Quarantine (src/layers/quarantine.ts `QuarantineOptions`). */
+/** Passed to the Quarantine (src/lifecycle/quarantine.ts `QuarantineOptions`). */
 const QuarantineSettings = Schema.Struct({
   /** Records kept at most; past it the oldest are dropped. 0 keeps none (failures are only refused). */
   maxCount: withDefault(int(0, 10_000_000), () => 10_000),
@@ -197,12 +197,12 @@ const QuarantineSettings = Schema.Struct({
   retentionMs: withDefault(int(60_000, 365 * DAY), () => 7 * DAY)
 })
 
-/** Passed to the Audit service (src/layers/audit.ts `AuditOptions`). */
+/** Passed to the Audit service (src/lifecycle/audit.ts `AuditOptions`). */
 const AuditSettings = Schema.Struct({
   retentionMs: withDefault(int(DAY, 3_650 * DAY), () => 90 * DAY)
 })
 
-/** Passed to the DLQ ceiling (src/layers/dlq-ceiling.ts `DlqCeilingOptions`). */
+/** Passed to the DLQ ceiling (src/lifecycle/dlq-ceiling.ts `DlqCeilingOptions`). */
 const Dlq = Schema.Struct({
   /** Dead rows kept at most (the `dead` counter); past it the oldest are dropped (counted). */
   maxRows: withDefault(int(1, 1_000_000_000), () => 1_000_000),
@@ -224,7 +224,7 @@ const Admin = Schema.Struct({
   purgeMaxChunks: withDefault(int(1, 1_000_000), () => 200)
 })
 
-/** Passed to the Writer (src/layers/writer.ts `WriterOptions`); ranges are its `Ranges`, defaults its `Defaults`. */
+/** Passed to the Writer (src/queue/writer.ts `WriterOptions`); ranges are its `Ranges`, defaults its `Defaults`. */
 const Writer = Schema.Struct({
   /** Requests per synced commit. */
   maxBatch: withDefault(int(1, 4_096), () => 256),
@@ -238,7 +238,7 @@ const Writer = Schema.Struct({
   queueBytes: withDefault(int(1, 4_096 * MiB), () => 64 * MiB)
 })
 
-/** Passed to the Pipeline (src/layers/pipeline.ts `PipelineOptions`); ranges are its `Ranges`, defaults its `Defaults`. */
+/** Passed to the Pipeline (src/delivery/pipeline.ts `PipelineOptions`); ranges are its `Ranges`, defaults its `Defaults`. */
 const Pipeline = Schema.Struct({
   /** Dispatch tick period. */
   tickMs: withDefault(int(1, 60_000), () => 100),
@@ -346,7 +346,7 @@ export const DEFAULT_SINKS: ReadonlyArray<Sink> = [
 /**
  * A JSON document (the parsed file) against the Schema: every issue, an
  * unknown key refused, and the rejected value kept on each issue so that a
- * message can show it (src/layers/config-issues.ts formats them).
+ * message can show it (src/config/issues.ts formats them).
  */
 export const decode = Schema.decodeUnknownResult(Config, { errors: "all", onExcessProperty: "error", reportInput: true })
 

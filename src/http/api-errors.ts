@@ -6,8 +6,8 @@
  */
 import { Schema, SchemaIssue } from "effect"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
-import type { StoreError } from "../store.js"
-import type { TenantNotFound } from "../tenants.js"
+import type { StoreError } from "../store/store.js"
+import type { TenantNotFound } from "../queue/tenants.js"
 import { type BadRequest, type Forbidden, type NotReady, refusalOf, type TooLarge, type Unauthorized } from "./errors.js"
 
 /** Every error an admin request can meet before it is answered. */

@@ -12,8 +12,8 @@ import * as HttpApiMiddleware from "effect/http-api/HttpApiMiddleware"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as HttpApiSecurity from "effect/http-api/HttpApiSecurity"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type * as K from "../../domain/keys.js"
-import * as Prometheus from "../prometheus.js"
+import type * as K from "../domain/keys.js"
+import * as Prometheus from "../observability/prometheus.js"
 import {
   BadRequestError,
   ForbiddenError,

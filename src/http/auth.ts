@@ -6,7 +6,7 @@
  */
 import { Effect, Layer, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
-import type { AdminToken } from "../../domain/config.js"
+import type { AdminToken } from "../domain/config.js"
 import { Admin, AdminAuth, type Principal } from "./api.js"
 import { toApi } from "./api-errors.js"
 import { Forbidden, Unauthorized } from "./errors.js"

@@ -5,10 +5,10 @@
  */
 import { Data } from "effect"
 import { HttpServerResponse } from "effect/http"
-import type { TenantLimit } from "../../domain/tenants.js"
-import type { StoreError } from "../store.js"
-import type { TenantNotFound } from "../tenants.js"
-import type { InvalidIngest, Overloaded, WriterClosed } from "../writer.js"
+import type { TenantLimit } from "../domain/tenants.js"
+import type { StoreError } from "../store/store.js"
+import type { TenantNotFound } from "../queue/tenants.js"
+import type { InvalidIngest, Overloaded, WriterClosed } from "../queue/writer.js"
 
 export class UnknownSource extends Data.TaggedError("UnknownSource")<{ readonly source: string }> {}
 

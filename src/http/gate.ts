@@ -5,13 +5,13 @@
  * opens it, and again once shutdown begins (stop accepting).
  */
 import { Context, Effect, Layer } from "effect"
-import type { Audit } from "../audit.js"
-import type { Quarantine } from "../quarantine.js"
-import type { Queue } from "../queue.js"
-import type { Replay } from "../replay.js"
-import type { Store } from "../store.js"
-import type { Tenants } from "../tenants.js"
-import type { Writer } from "../writer.js"
+import type { Audit } from "../lifecycle/audit.js"
+import type { Quarantine } from "../lifecycle/quarantine.js"
+import type { Queue } from "../queue/queue.js"
+import type { Replay } from "../queue/replay.js"
+import type { Store } from "../store/store.js"
+import type { Tenants } from "../queue/tenants.js"
+import type { Writer } from "../queue/writer.js"
 import { NotReady } from "./errors.js"
 
 /** What ingest and admin handlers run with. */

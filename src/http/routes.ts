@@ -6,7 +6,7 @@
 import { NodeHttpServer } from "@effect/platform-node"
 import { Layer } from "effect"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
-import type { Config } from "../../domain/config.js"
+import type { Config } from "../domain/config.js"
 import * as Admin from "./admin.js"
 import { Api, OPENAPI_PATH } from "./api.js"
 import * as Middleware from "./api-middleware.js"

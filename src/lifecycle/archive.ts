@@ -48,8 +48,8 @@ import {
   truncate,
   writeAt
 } from "./archive-files.js"
-import { archiveCompactions, archiveDropped, archiveFramesLost, archiveHooks, archiveRepairs, withReason } from "./lifecycle-metrics.js"
-import { Store, type StoreError, type StoreShape } from "./store.js"
+import { archiveCompactions, archiveDropped, archiveFramesLost, archiveHooks, archiveRepairs, withReason } from "../observability/lifecycle-metrics.js"
+import { Store, type StoreError, type StoreShape } from "../store/store.js"
 
 export interface ArchiveOptions {
   /** Whether ingest writes obligations and the compactor writes segments. */

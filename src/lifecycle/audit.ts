@@ -8,8 +8,8 @@ import { Clock, Context, Duration, Effect, Layer, Metric, Ref, Schedule } from "
 import { type AuditEntry, type AuditRow, decodeAudit, encodeAudit, mentions, visibleTo } from "../domain/audit.js"
 import { auditKey, decodeAuditKey, Families, familyDataRange } from "../domain/keys.js"
 import { del, put } from "../domain/ops.js"
-import { auditPruned } from "./lifecycle-metrics.js"
-import { Store, type StoreError } from "./store.js"
+import { auditPruned } from "../observability/lifecycle-metrics.js"
+import { Store, type StoreError } from "../store/store.js"
 
 export interface AuditOptions {
   /** Rows older than this are pruned. */

@@ -15,8 +15,8 @@ import { Clock, Context, Duration, Effect, Layer, Metric, Schedule, Semaphore } 
 import * as Dedupe from "../domain/dedupe.js"
 import * as K from "../domain/keys.js"
 import { del, type Op } from "../domain/ops.js"
-import { dedupeSwept } from "./lifecycle-metrics.js"
-import { type Entry, Store, type StoreError } from "./store.js"
+import { dedupeSwept } from "../observability/lifecycle-metrics.js"
+import { type Entry, Store, type StoreError } from "../store/store.js"
 
 export interface DedupeSweepOptions {
   readonly interval: Duration.Input

@@ -14,9 +14,9 @@
 import { Context, Duration, Effect, Layer, Metric, Schedule } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import * as K from "../domain/keys.js"
-import { dlqCeilingDropped, withReason } from "./lifecycle-metrics.js"
-import { Queue } from "./queue.js"
-import { type Entry, Store, type StoreError } from "./store.js"
+import { dlqCeilingDropped, withReason } from "../observability/lifecycle-metrics.js"
+import { Queue } from "../queue/queue.js"
+import { type Entry, Store, type StoreError } from "../store/store.js"
 
 export interface DlqCeilingOptions {
   /** Most dead rows kept (the `dead` counter). */

@@ -20,9 +20,9 @@ import {
 } from "../domain/quarantine.js"
 import { decodeQuarantineKey, Families, familyDataRange, quarantineKey } from "../domain/keys.js"
 import { del, type Op, put } from "../domain/ops.js"
-import { quarantined, quarantineDropped, withReason } from "./lifecycle-metrics.js"
-import { type Entry, Store, type StoreCorrupt, type StoreError } from "./store.js"
-import { foldFamily } from "./store-family.js"
+import { quarantined, quarantineDropped, withReason } from "../observability/lifecycle-metrics.js"
+import { type Entry, Store, type StoreCorrupt, type StoreError } from "../store/store.js"
+import { foldFamily } from "../store/family.js"
 
 export interface QuarantineOptions {
   /** Most records kept; past it the oldest are dropped. */

@@ -23,8 +23,8 @@
 import { Context, Duration, Effect, Layer, Metric, Schedule, Semaphore } from "effect"
 import * as K from "../domain/keys.js"
 import { del, type Op } from "../domain/ops.js"
-import { reclaimHooks, reclaimVisited } from "./lifecycle-metrics.js"
-import { Store, type StoreError } from "./store.js"
+import { reclaimHooks, reclaimVisited } from "../observability/lifecycle-metrics.js"
+import { Store, type StoreError } from "../store/store.js"
 
 export interface ReclaimOptions {
   readonly interval: Duration.Input

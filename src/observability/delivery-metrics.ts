@@ -50,7 +50,7 @@ export const outcomeRecorder = (sink: string, o: Outcome, context: Context.Conte
 }
 
 // ---------------------------------------------------------------------------
-// The gauge tick (src/layers/gauges.ts)
+// The gauge tick (src/observability/gauges.ts)
 
 /** The six counters of ord 0, one gauge each (TEN-1 §4). */
 export const queue = {
@@ -68,4 +68,4 @@ export const oldestDueAge = Metric.gauge("ankusa_queue_oldest_due_age_seconds", 
 
 export const tenants = Metric.gauge("ankusa_tenants", { description: "Tenant ordinals ever allocated (m:next_ord - 1)" })
 
-// `ankusa_tenant_pending{tenant}` (the top tenants only): src/layers/top-tenants-metric.ts.
+// `ankusa_tenant_pending{tenant}` (the top tenants only): src/observability/top-tenants-metric.ts.

@@ -10,8 +10,8 @@ import * as Counters from "../domain/counters.js"
 import * as K from "../domain/keys.js"
 import { countOf } from "../domain/tenants.js"
 import * as M from "./delivery-metrics.js"
-import { Queue } from "./queue.js"
-import { Store, type StoreError } from "./store.js"
+import { Queue } from "../queue/queue.js"
+import { Store, type StoreError } from "../store/store.js"
 import * as TopTenants from "./top-tenants-metric.js"
 
 export interface GaugesOptions {

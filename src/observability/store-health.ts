@@ -6,7 +6,7 @@
  * each means and when to alert.
  */
 import { Duration, Effect, Layer, Metric, Schedule } from "effect"
-import { Store, type StoreError, type StoreHealth } from "./store.js"
+import { Store, type StoreError, type StoreHealth } from "../store/store.js"
 
 export interface StoreHealthOptions {
   /** Read period (ms); `serve` passes `gauges.intervalMs`. */

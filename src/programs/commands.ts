@@ -5,7 +5,7 @@
  */
 import { Cause, Console, Effect, Option } from "effect"
 import { Argument, Command, Flag, GlobalFlag } from "effect/cli"
-import { fromLogLevel } from "../layers/logger.js"
+import { fromLogLevel } from "../observability/logger.js"
 
 const serveProgram = () => import("./serve.js")
 const storeProgram = () => import("./store.js")

@@ -12,8 +12,8 @@ import * as Deliveries from "../domain/deliveries.js"
 import { decodeEnvelope } from "../domain/envelope.js"
 import * as K from "../domain/keys.js"
 import type { Op } from "../domain/ops.js"
-import { familyRows } from "./store-family.js"
-import { type Entry, type Range, Store, type StoreCorrupt, type StoreError, type StoreShape } from "./store.js"
+import { familyRows } from "../store/family.js"
+import { type Entry, type Range, Store, type StoreCorrupt, type StoreError, type StoreShape } from "../store/store.js"
 
 // ---------------------------------------------------------------------------
 // Bounds (docs/configuration.md, "Queue reads")

@@ -10,7 +10,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import * as K from "../domain/keys.js"
 import { Queue } from "./queue.js"
-import { type Range, Store, type StoreError } from "./store.js"
+import { type Range, Store, type StoreError } from "../store/store.js"
 
 export interface ReplayFilter {
   /** Tenants whose dead rows to revive; undefined: every tenant (global tokens only). */

@@ -1,12 +1,12 @@
 /**
  * The `Tenants` service: point lookups between tenant ids and ordinals
  * (TEN-1 §2) and the O(1) tenant count (§5, `ankusa_tenants`). Read-only:
- * only the Writer allocates ordinals (src/layers/writer.ts).
+ * only the Writer allocates ordinals (src/queue/writer.ts).
  */
 import { Context, Data, Effect, Layer } from "effect"
 import { decodeU32, Meta, tenantKey, tenantOrdKey } from "../domain/keys.js"
 import { countOf } from "../domain/tenants.js"
-import { Store, type StoreError } from "./store.js"
+import { Store, type StoreError } from "../store/store.js"
 
 /** No `?n` row for the tenant id, or no live `?t` row for the ordinal (never allocated or erased). */
 export class TenantNotFound extends Data.TaggedError("TenantNotFound")<{

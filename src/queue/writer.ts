@@ -13,8 +13,8 @@ import * as Keys from "../domain/keys.js"
 import { type Op, put } from "../domain/ops.js"
 import * as TenantOrds from "../domain/tenants.js"
 import { TenantLimit } from "../domain/tenants.js"
-import { Store, type StoreError, type StoreShape } from "./store.js"
-import * as WriterMetrics from "./writer-metrics.js"
+import { Store, type StoreError, type StoreShape } from "../store/store.js"
+import * as WriterMetrics from "../observability/writer-metrics.js"
 
 export interface IngestRequest {
   /** null means "default". */

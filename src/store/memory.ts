@@ -7,9 +7,9 @@
 import { Effect, Layer, Option, Stream } from "effect"
 import { compare, familyOf } from "../domain/keys.js"
 import { type Batch, type ColumnFamily, ColumnFamilies, decodeInt64LE, encodeInt64LE } from "../domain/ops.js"
-import { CURRENT_FORMAT, initialize } from "./store-open.js"
+import { CURRENT_FORMAT, initialize } from "./open.js"
 import { type Entry, type Range, Store, StoreError, type StoreFormatNewer, type StoreHealth, type StoreShape } from "./store.js"
-import { makeStats } from "./store-stats.js"
+import { makeStats } from "./stats.js"
 
 interface Row {
   readonly key: Buffer

@@ -11,14 +11,14 @@
 import type { ColumnHandle, RocksLevel } from "@nxtedition/rocksdb"
 import { Effect, type Scope } from "effect"
 import { Worker } from "node:worker_threads"
-import { holdingLoop } from "./store-rocksdb-open.js"
+import { holdingLoop } from "./rocksdb-open.js"
 import { StoreError } from "./store.js"
-import { commitEncoded } from "./store-rocksdb-wire.mjs"
+import { commitEncoded } from "./rocksdb-wire.mjs"
 
 export type CommitThread = "main" | "worker"
 
 export interface Committer {
-  /** Commit one encoded batch (see store-rocksdb-wire.mjs). Calls commit in call order. */
+  /** Commit one encoded batch (see rocksdb-wire.mjs). Calls commit in call order. */
   readonly commit: (buffer: ArrayBuffer, sync: boolean) => Effect.Effect<void, StoreError>
 }
 
@@ -38,7 +38,7 @@ export const mainCommitter = (db: RocksLevel, columns: ReadonlyArray<ColumnHandl
     })
 })
 
-const WORKER_URL = new URL("./store-rocksdb-worker.mjs", import.meta.url)
+const WORKER_URL = new URL("./rocksdb-worker.mjs", import.meta.url)
 
 type Reply = { readonly id: number; readonly error?: { readonly code: string; readonly message: string } }
 type Resume = (effect: Effect.Effect<void, StoreError>) => void

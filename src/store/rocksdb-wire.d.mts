@@ -1,4 +1,4 @@
-/** Types of store-rocksdb-wire.mjs (plain JavaScript so the commit worker can load it). */
+/** Types of rocksdb-wire.mjs (plain JavaScript so the commit worker can load it). */
 import type { ColumnHandle, RocksLevel } from "@nxtedition/rocksdb"
 import type { Op } from "../domain/ops.js"
 

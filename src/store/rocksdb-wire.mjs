@@ -1,8 +1,8 @@
 /**
  * One batch as one buffer, and the routine that commits it. Plain JavaScript
- * because the commit worker (store-rocksdb-worker.mjs) loads it without a
+ * because the commit worker (rocksdb-worker.mjs) loads it without a
  * TypeScript loader; the in-thread commit path runs the very same code, so
- * both paths build byte-identical WriteBatches. Types: store-rocksdb-wire.d.mts.
+ * both paths build byte-identical WriteBatches. Types: rocksdb-wire.d.mts.
  *
  * Wire format (in-process transport, never persisted; integers little-endian):
  *   batch := op*

@@ -3,12 +3,12 @@
  * open RocksDB through `db.handle` (db_open on an open Database only returns
  * its column families) and commits one encoded batch per message, in arrival
  * order, replying `{ id }` or `{ id, error }`. Never closes the DB: the main
- * thread terminates this worker first, then closes it (store-rocksdb-commit.ts).
+ * thread terminates this worker first, then closes it (rocksdb-commit.ts).
  * Plain JavaScript so it runs under node, tsx and vitest without a loader.
  */
 import { RocksLevel } from "@nxtedition/rocksdb"
 import { parentPort, workerData } from "node:worker_threads"
-import { commitEncoded } from "./store-rocksdb-wire.mjs"
+import { commitEncoded } from "./rocksdb-wire.mjs"
 
 const { handle, names, maxRangeDeleteKeys } = workerData
 const port = parentPort

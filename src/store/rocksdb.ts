@@ -4,20 +4,20 @@
  * `uint64add` merge operator, and reads with the binding's synchronous calls
  * (its async get/getMany can throw uncaught). Same semantics as the memory
  * layer; both pass test/store-conformance.ts. Commits run where
- * `commitThread` says (store-rocksdb-commit.ts); open and the format fence
- * are in store-rocksdb-open.ts, the health read in store-rocksdb-health.ts.
+ * `commitThread` says (rocksdb-commit.ts); open and the format fence
+ * are in rocksdb-open.ts, the health read in rocksdb-health.ts.
  */
 import type { ColumnHandle, RocksLevel } from "@nxtedition/rocksdb"
 import { Array as Arr, Cause, Effect, Layer, Stream } from "effect"
 import { asBuffer, compare, decodeU32, familyOf, Meta } from "../domain/keys.js"
 import { type Batch, type ColumnFamily, decodeInt64LE } from "../domain/ops.js"
 import { type Entry, type Range, Store, StoreError, storeErrorOf as fail, type StoreOpenError, type StoreShape } from "./store.js"
-import { type CommitThread, mainCommitter, workerCommitter } from "./store-rocksdb-commit.js"
-import { readHealth } from "./store-rocksdb-health.js"
-import { closeDb, columnFamiliesOf, type OpenTuning, openDb } from "./store-rocksdb-open.js"
-import { encodeBatch } from "./store-rocksdb-wire.mjs"
-import { CURRENT_FORMAT, initialize } from "./store-open.js"
-import { makeStats } from "./store-stats.js"
+import { type CommitThread, mainCommitter, workerCommitter } from "./rocksdb-commit.js"
+import { readHealth } from "./rocksdb-health.js"
+import { closeDb, columnFamiliesOf, type OpenTuning, openDb } from "./rocksdb-open.js"
+import { encodeBatch } from "./rocksdb-wire.mjs"
+import { CURRENT_FORMAT, initialize } from "./open.js"
+import { makeStats } from "./stats.js"
 
 export interface RocksDbOptions extends OpenTuning {
   /** The highest store format this build supports (a format 2 build opens only format 2's column families). */

@@ -2,8 +2,8 @@
  * The `Store` service: atomic batches over column families, point reads,
  * bounded scans and counters. Two layers implement it and pass one
  * conformance suite (test/store-conformance.ts): RocksDB
- * (`src/layers/store-rocksdb.ts`) and an ordered in-memory map
- * (`src/layers/store-memory.ts`).
+ * (`src/store/rocksdb.ts`) and an ordered in-memory map
+ * (`src/store/memory.ts`).
  */
 import { Context, Data, type Effect, type Stream } from "effect"
 import type { Batch, ColumnFamily } from "../domain/ops.js"

@@ -11,9 +11,9 @@ import { Effect } from "effect"
 import * as Deliveries from "../../src/domain/deliveries.js"
 import * as K from "../../src/domain/keys.js"
 import * as Tenants from "../../src/domain/tenants.js"
-import * as Archive from "../../src/layers/archive.js"
-import { Store } from "../../src/layers/store.js"
-import { makeRocksDbStore } from "../../src/layers/store-rocksdb.js"
+import * as Archive from "../../src/lifecycle/archive.js"
+import { Store } from "../../src/store/store.js"
+import { makeRocksDbStore } from "../../src/store/rocksdb.js"
 import { envelopeOf } from "../lifecycle-helpers.js"
 
 export const PER_BATCH = 25

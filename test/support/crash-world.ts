@@ -8,10 +8,10 @@
 import { Effect, Stream } from "effect"
 import { createServer, type Server } from "node:http"
 import * as K from "../../src/domain/keys.js"
-import { checkStore, type CheckReport } from "../../src/layers/check.js"
-import { familyRows } from "../../src/layers/store-family.js"
-import { makeRocksDbStore } from "../../src/layers/store-rocksdb.js"
-import type { StoreShape } from "../../src/layers/store.js"
+import { checkStore, type CheckReport } from "../../src/queue/format/check.js"
+import { familyRows } from "../../src/store/family.js"
+import { makeRocksDbStore } from "../../src/store/rocksdb.js"
+import type { StoreShape } from "../../src/store/store.js"
 
 /** Sinks of every hook, in fan-out order: `ok` answers 204, `fail` 500, `slow` never (the sink times out). */
 export const SINKS = ["ok", "fail", "slow"] as const

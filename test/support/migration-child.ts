@@ -5,8 +5,8 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect } from "effect"
-import * as Migrate from "../../src/layers/migrate.js"
-import { makeRocksDbStore } from "../../src/layers/store-rocksdb.js"
+import * as Migrate from "../../src/queue/format/migrate.js"
+import { makeRocksDbStore } from "../../src/store/rocksdb.js"
 
 const [dir, stepRows] = process.argv.slice(2)
 if (dir === undefined || stepRows === undefined) throw new Error("usage: migration-child.ts DIR STEP_ROWS")

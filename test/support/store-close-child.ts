@@ -6,7 +6,7 @@
  */
 import { Effect } from "effect"
 import { put } from "../../src/domain/ops.js"
-import { makeRocksDbStore } from "../../src/layers/store-rocksdb.js"
+import { makeRocksDbStore } from "../../src/store/rocksdb.js"
 
 const dir = process.argv[2]!
 void Effect.runPromise(

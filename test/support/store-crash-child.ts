@@ -9,7 +9,7 @@
 import { Effect } from "effect"
 import { counterKey, encodeU64 } from "../../src/domain/keys.js"
 import { merge, type Op, put } from "../../src/domain/ops.js"
-import { makeRocksDbStore } from "../../src/layers/store-rocksdb.js"
+import { makeRocksDbStore } from "../../src/store/rocksdb.js"
 
 export const PUTS = 40
 

@@ -2,7 +2,7 @@
  * The store migrations, by (from, to), and the runner's meta rows (TEN-1 §7, §8).
  * Pure: which migrations a store at format `found` needs, and the keys and
  * values the runner writes around them. The steps themselves (reads, then a
- * pure batch) are wired in `src/layers/migrate.ts`.
+ * pure batch) are wired in `src/queue/format/migrate.ts`.
  *
  * Meta rows (default column family) while a migration `from → to` runs:
  * - `m:migrating:<to>` = `<<startedAt::64>>` (ms): the marker of an

@@ -1,7 +1,7 @@
 /**
  * Migration 2 → 3, "tenant keys" (TEN-1 §7), the pure half: the cursor, what
  * a step reads next, how old rows decode, and the batch built from what was
- * read. The read half (scans and multi-gets) is `src/layers/migrate-tenant-keys.ts`.
+ * read. The read half (scans and multi-gets) is `src/queue/format/migrate-tenant-keys.ts`.
  *
  * Phases: 1 due `?d`, 2 inflight `?f`, 3 dead `?x`, 4 archive `?a`, 5 finish.
  * The cursor is `<<phase::8, lastOldKey::binary>>` (empty key: the phase's

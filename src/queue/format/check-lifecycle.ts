@@ -9,10 +9,10 @@
  * a time; differences kept up to `CHECK_MAX_DIFFERENCES` (the rest counted).
  */
 import { Effect, Stream } from "effect"
-import * as K from "../domain/keys.js"
+import * as K from "../../domain/keys.js"
 import { CHECK_CHUNK, CHECK_MAX_DIFFERENCES } from "./check.js"
-import type { StoreError, StoreShape } from "./store.js"
-import { familyRows } from "./store-family.js"
+import type { StoreError, StoreShape } from "../../store/store.js"
+import { familyRows } from "../../store/family.js"
 
 export type LifecycleProblem =
   | "hook_owed_by_nothing" // no delivery row, no obligation, no ?c marker

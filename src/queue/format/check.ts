@@ -9,13 +9,13 @@
  * differences are kept up to `CHECK_MAX_DIFFERENCES` (the total is counted).
  */
 import { Effect, Stream } from "effect"
-import * as Counters from "../domain/counters.js"
-import * as Deliveries from "../domain/deliveries.js"
-import * as K from "../domain/keys.js"
-import { decodeInt64LE } from "../domain/ops.js"
-import * as Tenants from "../domain/tenants.js"
-import { familyRows } from "./store-family.js"
-import type { Entry, StoreError, StoreShape } from "./store.js"
+import * as Counters from "../../domain/counters.js"
+import * as Deliveries from "../../domain/deliveries.js"
+import * as K from "../../domain/keys.js"
+import { decodeInt64LE } from "../../domain/ops.js"
+import * as Tenants from "../../domain/tenants.js"
+import { familyRows } from "../../store/family.js"
+import type { Entry, StoreError, StoreShape } from "../../store/store.js"
 
 /** Differences listed in a report; the rest are only counted. */
 export const CHECK_MAX_DIFFERENCES = 1000

@@ -10,12 +10,12 @@
  * format 2's families and stamp 2).
  */
 import { Effect } from "effect"
-import * as Deliveries from "../domain/deliveries.js"
-import { encodeEnvelope } from "../domain/envelope.js"
-import * as K from "../domain/keys.js"
-import { type Batch, type Op, put } from "../domain/ops.js"
-import * as Tenants from "../domain/tenants.js"
-import type { StoreError, StoreShape } from "./store.js"
+import * as Deliveries from "../../domain/deliveries.js"
+import { encodeEnvelope } from "../../domain/envelope.js"
+import * as K from "../../domain/keys.js"
+import { type Batch, type Op, put } from "../../domain/ops.js"
+import * as Tenants from "../../domain/tenants.js"
+import type { StoreError, StoreShape } from "../../store/store.js"
 
 export type SinkFate =
   /** Waiting for its first attempt, due at the hook's `at`. */

@@ -13,11 +13,11 @@
  * empty and reads what the committed steps allocated.
  */
 import { Effect } from "effect"
-import * as K from "../domain/keys.js"
-import * as TenantKeys from "../domain/migrations/tenant-keys.js"
-import type { Batch } from "../domain/ops.js"
-import * as Tenants from "../domain/tenants.js"
-import type { StoreError, StoreShape } from "./store.js"
+import * as K from "../../domain/keys.js"
+import * as TenantKeys from "../../domain/migrations/tenant-keys.js"
+import type { Batch } from "../../domain/ops.js"
+import * as Tenants from "../../domain/tenants.js"
+import type { StoreError, StoreShape } from "../../store/store.js"
 
 /** Bound on a run's tenant → ord memory; cleared whole when full (a miss is one multi-get). */
 export const RUN_CACHE_ENTRIES = Tenants.CACHE_ENTRIES

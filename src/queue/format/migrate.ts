@@ -8,15 +8,15 @@
  * at any point resumes from the last committed cursor with the same start time.
  */
 import { Cause, Clock, Context, Data, Deferred, Effect, Exit, Fiber, Layer, Ref } from "effect"
-import * as K from "../domain/keys.js"
-import * as Registry from "../domain/migrations/registry.js"
-import type { MigrationInfo } from "../domain/migrations/registry.js"
-import * as TenantKeys from "../domain/migrations/tenant-keys.js"
-import type { Op } from "../domain/ops.js"
-import * as Tenants from "../domain/tenants.js"
+import * as K from "../../domain/keys.js"
+import * as Registry from "../../domain/migrations/registry.js"
+import type { MigrationInfo } from "../../domain/migrations/registry.js"
+import * as TenantKeys from "../../domain/migrations/tenant-keys.js"
+import type { Op } from "../../domain/ops.js"
+import * as Tenants from "../../domain/tenants.js"
 import * as TenantKeysStep from "./migrate-tenant-keys.js"
-import { CURRENT_FORMAT } from "./store-open.js"
-import { Store, type StoreError, type StoreShape } from "./store.js"
+import { CURRENT_FORMAT } from "../../store/open.js"
+import { Store, type StoreError, type StoreShape } from "../../store/store.js"
 
 /** How often (at most) progress is reported during a migration, besides its end. */
 export const DEFAULT_PROGRESS_INTERVAL_MS = 5_000
