@@ -159,6 +159,13 @@ export const ReplayBody = Schema.Struct({
 const Count = Schema.Int
 const Cursor = Schema.NullOr(Schema.String)
 
+/** A page of a tenant's rows, newest first: `tenant`, `limit` up to `max`, and the last page's `cursor`. */
+const pageQuery = (max: number) => ({
+  tenant: Schema.optionalKey(Schema.String),
+  limit: Schema.optionalKey(Limit(max)),
+  cursor: Schema.optionalKey(Schema.String)
+})
+
 const DeadItem = Schema.Struct({
   id: Schema.String,
   tenant: Schema.NullOr(Schema.String),
@@ -251,11 +258,7 @@ export class AdminApi extends HttpApiGroup.make("admin")
       .middleware(RequestErrors)
       .annotate(OpenApi.Summary, "Purge the tenant's waiting or dead rows"),
     HttpApiEndpoint.get("quarantineList", "/v1/quarantine", {
-      query: {
-        tenant: Schema.optionalKey(Schema.String),
-        limit: Schema.optionalKey(Limit(QUARANTINE_PAGE_MAX)),
-        cursor: Schema.optionalKey(Schema.String)
-      },
+      query: pageQuery(QUARANTINE_PAGE_MAX),
       success: Schema.Struct({ items: Schema.Array(QuarantineItem), next_cursor: Cursor }),
       error: ForbiddenError
     })
@@ -269,11 +272,7 @@ export class AdminApi extends HttpApiGroup.make("admin")
       .middleware(RequestErrors)
       .annotate(OpenApi.Summary, "Delete a tenant's quarantined requests"),
     HttpApiEndpoint.get("audit", "/v1/audit", {
-      query: {
-        tenant: Schema.optionalKey(Schema.String),
-        limit: Schema.optionalKey(Limit(AUDIT_PAGE_MAX)),
-        cursor: Schema.optionalKey(Schema.String)
-      },
+      query: pageQuery(AUDIT_PAGE_MAX),
       success: Schema.Struct({ items: Schema.Array(AuditItem), next_cursor: Cursor }),
       error: ForbiddenError
     })
