@@ -22,6 +22,7 @@ const CONSTRUCTORS = [
 const SRC = fileURLToPath(new URL("../src", import.meta.url))
 const DELIVERIES = path.join(SRC, "domain/deliveries.ts")
 const KEYS = path.join(SRC, "domain/keys.ts")
+const KEY_CODEC = path.join(SRC, "domain/key-codec.ts")
 
 const tsFiles = (dir: string): Array<string> =>
   fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -64,6 +65,10 @@ const constructorUses = (source: string, isKeysModule = false): Array<string> =>
 /** Every module specifier a source imports or re-exports (static and dynamic). */
 const importsOf = (source: string): Array<string> =>
   [...stripComments(source).matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)["']([^"']+)["']/g)].map((m) => m[1]!)
+
+/** Whether a specifier of `file` lands on the layout codecs (domain/key-codec.ts). */
+const reachesCodec = (file: string, specifier: string): boolean =>
+  specifier.startsWith(".") && path.resolve(path.dirname(file), specifier).replace(/\.js$/, ".ts") === KEY_CODEC
 
 /** The wing (first folder under src/) a relative import of `file` lands in, if any. */
 const wingOf = (file: string, specifier: string): string | undefined => {
@@ -113,6 +118,11 @@ describe("source rules", () => {
       .filter((f) => f !== DELIVERIES)
       .flatMap((f) => constructorUses(fs.readFileSync(f, "utf8"), f === KEYS).map((u) => `${path.relative(SRC, f)}: ${u}`))
     expect(violations).toEqual([])
+    // The layout codecs build any family's keys, so only keys.ts may reach them (it names each family's constructors).
+    expect(files).toContain(KEY_CODEC)
+    const codecImporters = files.filter((f) => importsOf(fs.readFileSync(f, "utf8")).some((s) => reachesCodec(f, s)))
+    expect(codecImporters.map((f) => path.relative(SRC, f))).toEqual([path.relative(SRC, KEYS)])
+    expect(reachesCodec(path.join(SRC, "queue/probe.ts"), "../domain/key-codec.js")).toBe(true)
 
     // The check sees what it is looking for: deliveries.ts does call the constructors…
     const inDeliveries = new Set(constructorUses(fs.readFileSync(DELIVERIES, "utf8")).map((u) => u.split(".").pop()))

@@ -2,7 +2,7 @@
  * The part of `@nxtedition/rocksdb` 12.2.12 that Ankusa uses (the package ships no types).
  * Read from its index.js, chained-batch.js, iterator.js and binding.cc. The underscore
  * methods are the binding's synchronous calls; we use them on purpose (see
- * src/layers/store-rocksdb.ts) and never the abstract-level async wrappers.
+ * src/store/rocksdb.ts) and never the abstract-level async wrappers.
  */
 declare module "@nxtedition/rocksdb" {
   /** A native column family handle (a napi external); pass it as `{ column }`. */

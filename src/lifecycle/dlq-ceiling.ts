@@ -51,7 +51,6 @@ export interface DlqCeilingShape {
 export class DlqCeiling extends Context.Service<DlqCeiling, DlqCeilingShape>()("ankusa/DlqCeiling") {}
 
 const DEAD = K.familyDataRange(K.Families.dead)
-const keyAfter = (k: Uint8Array) => Buffer.concat([k, Buffer.from([0])])
 
 export const make = (options: Partial<DlqCeilingOptions> = {}) =>
   Effect.gen(function* () {
@@ -117,7 +116,7 @@ export const make = (options: Partial<DlqCeilingOptions> = {}) =>
           chosen.set(ord, list)
         }
         // The next chunk resumes after the last row looked at (rows gone since the scan leave room for newer ones).
-        lo = keyAfter(page[i - 1]!.key)
+        lo = K.keyAfter(page[i - 1]!.key)
         // Attribute each drop to the bound that asked for it: rows first, then bytes.
         let rowsWanted = Math.max(0, agg.dead - o.maxRows)
         for (const [ord, rows] of chosen) {

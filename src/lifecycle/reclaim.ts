@@ -62,7 +62,6 @@ export interface ReclaimShape {
 export class Reclaim extends Context.Service<Reclaim, ReclaimShape>()("ankusa/Reclaim") {}
 
 const CLEARED = K.familyDataRange(K.Families.cleared)
-const keyAfter = (k: Uint8Array) => Buffer.concat([k, Buffer.from([0])])
 
 export const make = (options: Partial<ReclaimOptions> = {}) =>
   Effect.gen(function* () {
@@ -76,7 +75,7 @@ export const make = (options: Partial<ReclaimOptions> = {}) =>
         Effect.gen(function* () {
           const page = yield* store.scan("index", { lo: from, hi: CLEARED.hi }, { limit: o.chunk })
           const wrapped = page.length < o.chunk
-          from = wrapped ? CLEARED.lo : keyAfter(page[page.length - 1]!.key)
+          from = wrapped ? CLEARED.lo : K.keyAfter(page[page.length - 1]!.key)
           if (page.length === 0) return { visited: 0, reclaimed: 0, wrapped }
           const seqs = page.map((e) => K.decodeClearedKey(e.key))
           // Obligations first or rows first does not matter: neither comes back once gone.

@@ -47,9 +47,6 @@ export interface ReplayShape {
 
 export class Replay extends Context.Service<Replay, ReplayShape>()("ankusa/Replay") {}
 
-const ZERO = Buffer.from([0])
-const keyAfter = (k: Uint8Array): Uint8Array => Buffer.concat([k, ZERO])
-
 interface Candidate {
   readonly ref: K.DeadRef
   readonly deadKey: Uint8Array
@@ -101,7 +98,7 @@ export const make = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         for (const [ord, candidates] of pick(page)) budget.revived += yield* reviveAll(ord, candidates, f, now)
         if (page.length < want) return true
-        lo = keyAfter(page[page.length - 1]!.key)
+        lo = K.keyAfter(page[page.length - 1]!.key)
       }
     })
 
