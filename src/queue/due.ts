@@ -1,0 +1,45 @@
+/** Per-tenant due reads (TEN-1 §5): a bounded page of due rows and a tenant's first due row. */
+import { Effect } from "effect"
+import * as Deliveries from "../domain/deliveries.js"
+import * as K from "../domain/keys.js"
+import type { Entry, StoreError, StoreShape } from "../store/store.js"
+
+/** Due rows read per page of `dueForTenant`. */
+export const DUE_SCAN_PAGE = 256
+
+export interface DueEntry {
+  readonly ref: K.DueRef
+  readonly value: K.DueValue
+}
+
+const decodeDue = (e: Entry): DueEntry => ({ ref: K.decodeDueKey(e.key), value: K.decodeDueValue(e.value) })
+
+export const dueForTenant =
+  (store: StoreShape) =>
+  (ord: number, now: number, floorAt: number, limit: number, byteBudget: number): Effect.Effect<ReadonlyArray<DueEntry>, StoreError> =>
+    Effect.gen(function* () {
+      const out: Array<DueEntry> = []
+      if (limit <= 0 || byteBudget <= 0 || floorAt > now) return out
+      const range = Deliveries.dueRange(ord, floorAt, now)
+      let lo = range.lo
+      let bytes = 0
+      while (out.length < limit) {
+        const want = Math.min(DUE_SCAN_PAGE, limit - out.length)
+        const page = yield* store.scan("index", { lo, hi: range.hi }, { limit: want })
+        for (const e of page) {
+          const d = decodeDue(e)
+          // The first row is taken even past the budget, so one oversized row cannot wedge its tenant.
+          if (out.length > 0 && bytes + d.value.size > byteBudget) return out
+          out.push(d)
+          bytes += d.value.size
+        }
+        if (page.length < want) break
+        lo = K.keyAfter(page[page.length - 1]!.key)
+      }
+      return out
+    })
+
+export const firstDue =
+  (store: StoreShape) =>
+  (ord: number): Effect.Effect<DueEntry | undefined, StoreError> =>
+    store.first("index", Deliveries.tenantDueRange(ord)).pipe(Effect.map((e) => (e === undefined ? undefined : decodeDue(e))))
