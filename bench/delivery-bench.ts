@@ -33,6 +33,7 @@ import { defaultSchedule } from "../src/domain/retry-schedule.js"
 import * as Pipeline from "../src/delivery/pipeline.js"
 import { Queue } from "../src/queue/queue.js"
 import * as QueueLayer from "../src/queue/queue.js"
+import * as Wake from "../src/queue/wake.js"
 import { DEFAULT_SINK_CONCURRENCY } from "../src/delivery/sink-client.js"
 import { makeRocksDbStore } from "../src/store/rocksdb.js"
 import { Store } from "../src/store/store.js"
@@ -98,7 +99,7 @@ const run = (s: Settings, sink: Target) =>
               tickMs: s.tickMs,
               maxInflight: s.maxInflight,
               sinks: [{ name: "sink", url: `${sink.url}/sink`, timeoutMs: 10_000, headers: {}, concurrency: s.concurrency, retry: defaultSchedule }]
-            }).pipe(Layer.provide(Layer.mergeAll(base, Layer.succeed(Queue, queue))))
+            }).pipe(Layer.provide(Layer.mergeAll(base, Layer.succeed(Queue, queue), Wake.layer)))
           )
           let lastLog = performance.now()
           for (;;) {

@@ -40,6 +40,7 @@ import * as Queue from "../src/queue/queue.js"
 import * as Reclaim from "../src/lifecycle/reclaim.js"
 import { Store, type StoreShape } from "../src/store/store.js"
 import { layerRocksDb } from "../src/store/rocksdb.js"
+import * as Wake from "../src/queue/wake.js"
 import * as Writer from "../src/queue/writer.js"
 import { arg } from "./lib/report.js"
 
@@ -149,7 +150,7 @@ const run = (dataDir: string, sinkUrl: string, sink: { readonly ids: Set<string>
         Archive.layer({ dir: archiveDir, enabled: true }),
         Reclaim.layer(),
         DedupeSweep.layer()
-      ).pipe(Layer.provideMerge(layerRocksDb(storeDir)))
+      ).pipe(Layer.provideMerge(Layer.mergeAll(layerRocksDb(storeDir), Wake.layer)))
       const ctx = yield* Layer.build(services)
       const running = Layer.mergeAll(
         Pipeline.layer({

@@ -7,6 +7,7 @@ import * as Sweep from "../src/lifecycle/dedupe-sweep.js"
 import { dedupeSwept } from "../src/observability/lifecycle-metrics.js"
 import { Store } from "../src/store/store.js"
 import { layerMemory } from "../src/store/memory.js"
+import * as Wake from "../src/queue/wake.js"
 import { type IngestRequest, layer as writerLayer, Writer } from "../src/queue/writer.js"
 import { aggregate, rowsOf } from "./lifecycle-helpers.js"
 
@@ -23,7 +24,7 @@ const req = (tenantId: string, idempotencyKey: string | null, body = "{}"): Inge
   archive: false
 })
 
-const env = Layer.mergeAll(writerLayer({ dedupeWindowMs: WINDOW }), Sweep.layer({ chunk: 2 })).pipe(Layer.provideMerge(layerMemory()))
+const env = Layer.mergeAll(writerLayer({ dedupeWindowMs: WINDOW }).pipe(Layer.provide(Wake.layer)), Sweep.layer({ chunk: 2 })).pipe(Layer.provideMerge(layerMemory()))
 
 const keysOf = Effect.gen(function* () {
   const store = yield* Store

@@ -18,6 +18,7 @@ import * as Replay from "../src/queue/replay.js"
 import { layerRocksDb } from "../src/store/rocksdb.js"
 import { Store, type StoreShape } from "../src/store/store.js"
 import * as Tenants from "../src/queue/tenants.js"
+import * as Wake from "../src/queue/wake.js"
 import * as Writer from "../src/queue/writer.js"
 
 export const tempDir = Effect.acquireRelease(
@@ -51,7 +52,8 @@ export interface EdgeOptions {
 export const services = (config: Cfg.Config) =>
   Layer.mergeAll(
     Tenants.layer,
-    Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs }),
+    // No pipeline here: the Writer's wakes go to a Wake nobody waits on.
+    Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs }).pipe(Layer.provide(Wake.layer)),
     Quarantine.layer(),
     Audit.layer(),
     Replay.layer

@@ -14,6 +14,7 @@ import type { Op } from "../src/domain/ops.js"
 import * as Tenants from "../src/domain/tenants.js"
 import * as Pipeline from "../src/delivery/pipeline.js"
 import * as Queue from "../src/queue/queue.js"
+import * as Wake from "../src/queue/wake.js"
 import { Store, type StoreShape } from "../src/store/store.js"
 import { layerMemory } from "../src/store/memory.js"
 import { layerRocksDb } from "../src/store/rocksdb.js"
@@ -44,7 +45,7 @@ export const startPipeline = (world: World, input: Pipeline.Input) =>
   Effect.gen(function* () {
     const outer = yield* Effect.scope
     const scope = yield* Scope.fork(outer, "sequential")
-    const layer = Pipeline.layer(input).pipe(Layer.provide(Layer.succeedContext(world.context)))
+    const layer = Pipeline.layer(input).pipe(Layer.provide([Layer.succeedContext(world.context), Wake.layer]))
     const ctx = yield* Layer.buildWithScope(layer, scope)
     return { pipeline: Context.get(ctx, Pipeline.Pipeline), shutdown: Scope.close(scope, Exit.void) }
   })

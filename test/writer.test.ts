@@ -13,6 +13,7 @@ import { layerMemory, MemoryDb } from "../src/store/memory.js"
 import { layerRocksDb } from "../src/store/rocksdb.js"
 import { Store, type StoreShape } from "../src/store/store.js"
 import { layer as tenantsLayer, Tenants } from "../src/queue/tenants.js"
+import { layer as wakeLayer, Wake } from "../src/queue/wake.js"
 import { type IngestRequest, type IngestResult, layer as writerLayer, type SubmitError, Writer, type WriterOptions, type WriterShape } from "../src/queue/writer.js"
 
 const req = (tenantId: string | null, o: Partial<IngestRequest> = {}): IngestRequest => ({
@@ -78,7 +79,7 @@ const rocksBackend = Effect.acquireRelease(
 ).pipe(Effect.map((dir): Backend => ({ name: "rocksdb", open: () => layerRocksDb(dir) })))
 
 const stack = (store: StoreLayer, probe: Probe, opts: WriterOptions = {}) =>
-  Layer.mergeAll(writerLayer(opts), tenantsLayer).pipe(Layer.provideMerge(probe.layer.pipe(Layer.provide(store))))
+  Layer.mergeAll(writerLayer(opts).pipe(Layer.provide(wakeLayer)), tenantsLayer).pipe(Layer.provideMerge(probe.layer.pipe(Layer.provide(store))))
 
 const waitUntil = (cond: Effect.Effect<boolean>) =>
   Effect.gen(function* () {
@@ -320,7 +321,9 @@ describe("Writer", () => {
     Effect.gen(function* () {
       const db = new MemoryDb()
       let woken = 0
-      const layer = Layer.mergeAll(writerLayer({}, { onCommit: Effect.sync(() => void woken++) })).pipe(
+      // A Wake that counts its signals (the pipeline's waits are not needed here).
+      const wake = Layer.succeed(Wake, { signal: Effect.sync(() => void woken++), await: Effect.never })
+      const layer = Layer.mergeAll(writerLayer().pipe(Layer.provide(wake))).pipe(
         Layer.provideMerge(layerMemory({ db }))
       )
       yield* Effect.gen(function* () {

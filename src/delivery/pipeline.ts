@@ -13,12 +13,13 @@
  * recovery (`Queue.recoverInflight`) returns to due. The worst a crash does is
  * deliver a row again (at-least-once; receivers dedupe by `webhook-id`).
  */
-import { Cause, Context, Duration, Effect, Fiber, Layer, Queue as Q, Semaphore } from "effect"
+import { Cause, Context, Duration, Effect, Fiber, Layer, Semaphore } from "effect"
 import { makeSinkCalls } from "./calls.js"
 import { type Input, MIN_TICK_GAP_MS, type PipelineState, resolve } from "./options.js"
 import { makeOutcomes } from "./outcomes.js"
 import { makeTick, type TickReport } from "./tick.js"
 import { Queue } from "../queue/queue.js"
+import { Wake } from "../queue/wake.js"
 import { Store, type StoreError } from "../store/store.js"
 
 export {
@@ -36,7 +37,7 @@ export type { TickReport } from "./tick.js"
 export type { SinkOptions } from "./sink-client.js"
 
 export interface PipelineShape {
-  /** Tick as soon as possible (the Writer may call it after a commit). Never blocks. */
+  /** Tick as soon as possible (the `Wake` signal, which the Writer gives after each commit). Never blocks. */
   readonly wake: Effect.Effect<void>
   /** Run one tick now and report it (tests; ticks never overlap). */
   readonly tick: Effect.Effect<TickReport, StoreError>
@@ -52,8 +53,8 @@ export const make = (input: Input) =>
     const store = yield* Store
     const queue = yield* Queue
     const state: PipelineState = { inflight: 0, stopping: false }
-    const wakeups = yield* Q.sliding<void>(1)
-    const wake = Q.offer(wakeups, undefined).pipe(Effect.asVoid)
+    const wakes = yield* Wake
+    const wake = wakes.signal
     const ticking = yield* Semaphore.make(1)
 
     // Built before the tick fiber and the shutdown below, so the sinks' transports close after
@@ -64,7 +65,7 @@ export const make = (input: Input) =>
 
     const loop = Effect.gen(function* () {
       for (;;) {
-        yield* Effect.raceFirst(Effect.sleep(Duration.millis(o.tickMs)), Q.take(wakeups))
+        yield* Effect.raceFirst(Effect.sleep(Duration.millis(o.tickMs)), wakes.await)
         const r = yield* tick.pipe(
           Effect.catchCause((cause) =>
             Effect.logError("pipeline: tick failed", Cause.pretty(cause)).pipe(Effect.as({ visited: [], claimed: [] } as TickReport))
@@ -96,6 +97,6 @@ export const make = (input: Input) =>
     return { wake, tick, inflight: Effect.sync(() => state.inflight) } satisfies PipelineShape
   })
 
-/** Needs the Store and the Queue; sink calls go out on `node:http(s)` (src/delivery/sink-client.ts). */
-export const layer = (input: Input): Layer.Layer<Pipeline, never, Store | Queue> =>
+/** Needs the Store, the Queue and the Wake it ticks on; sink calls go out on `node:http(s)` (src/delivery/sink-client.ts). */
+export const layer = (input: Input): Layer.Layer<Pipeline, never, Store | Queue | Wake> =>
   Layer.effect(Pipeline, make(input))

@@ -16,7 +16,7 @@
  * recovery), the Writer commits what it holds, the server closes, the store
  * closes.
  */
-import { Clock, Context, Duration, Effect, Layer, type Scope } from "effect"
+import { Clock, Duration, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -44,6 +44,7 @@ import * as StoreHealth from "../observability/store-health.js"
 import { layerRocksDb } from "../store/rocksdb.js"
 import { Store } from "../store/store.js"
 import * as Tenants from "../queue/tenants.js"
+import * as Wake from "../queue/wake.js"
 import * as Writer from "../queue/writer.js"
 import { storeDirOf } from "./store.js"
 
@@ -67,118 +68,105 @@ export const sinksOf = (config: Config, origin: string): ReadonlyArray<Pipeline.
     retry: s.retry
   }))
 
-// Boot builds one layer at a time, in order, in one scope (released in reverse), each on the
-// context of the ones before. Requirements are met by that order, which the types cannot follow.
-type Ctx = Context.Context<any>
+/** `next` built after `prev`, on its services; both out, released in reverse (boot is a chain of these). */
+const andThen =
+  <A, E, R>(next: Layer.Layer<A, E, R>) =>
+  <B, E2, R2>(prev: Layer.Layer<B, E2, R2>) =>
+    Layer.provideMerge(next, prev)
 
-/** Build a layer in the current scope on top of `ctx`; the result has both. */
-const build = <ROut, E, RIn>(ctx: Ctx, layer: Layer.Layer<ROut, E, RIn>): Effect.Effect<Ctx, E, Scope.Scope> =>
-  Layer.build(layer).pipe(
-    Effect.provide(ctx as Context.Context<RIn>),
-    Effect.map((out): Ctx => Context.merge(ctx, out))
+/** `{self}` of the sink URLs: the bound server's origin. */
+const origin = Effect.map(HttpServer.HttpServer, (server) => Http.originOf(server.address))
+
+const setPhase = (phase: Parameters<Gate.GateShape["setPhase"]>[0]) =>
+  Layer.effectDiscard(Effect.flatMap(Gate.Gate, (gate) => gate.setPhase(phase)))
+
+/** 1. The store (refuses a newer format or a store another process holds). */
+const store = (storeDir: string) =>
+  layerRocksDb(storeDir).pipe(Layer.provide(Layer.effectDiscard(Effect.sync(() => fs.mkdirSync(storeDir, { recursive: true })))))
+
+/** 2. HTTP, gate closed: /healthz and /readyz answer during the rest of boot. */
+const http = (config: Config, dataDir: string) =>
+  Gate.layer.pipe(
+    andThen(Http.layer(config)),
+    andThen(Layer.effectDiscard(
+      Effect.flatMap(origin, (address) => Effect.logInfo("listening; booting").pipe(Effect.annotateLogs({ address, dataDir })))
+    ))
   )
 
-/** Boot, serve until interrupted, shut down. */
-export const serve = (config: Config) =>
-  Effect.scoped(
+/** 3. Migrations (readyz stays false until they are done). */
+const migrations = (config: Config) =>
+  setPhase("migrating").pipe(
+    andThen(Migrate.layer({ maxTenants: config.tenants.max })),
+    andThen(Layer.effectDiscard(Effect.flatMap(Migrate.Migrate, (m) => m.await)))
+  )
+
+/** 4. Inflight rows left by the last run go back to due before anything dispatches. */
+const recovery = setPhase("recovering").pipe(
+  andThen(Queue.layer),
+  andThen(Layer.effectDiscard(
     Effect.gen(function* () {
-      let wakePipeline: Effect.Effect<void> = Effect.void
-      const dataDir = path.resolve(config.dataDir)
-      const storeDir = storeDirOf(dataDir)
-      fs.mkdirSync(storeDir, { recursive: true })
-
-      // 1. The store (refuses a newer format or a store another process holds).
-      let ctx = yield* build(Context.empty() as Ctx, layerRocksDb(storeDir))
-      const store = Context.get(ctx, Store)
-
-      // 2. HTTP, gate closed: /healthz and /readyz answer during the rest of boot.
-      ctx = yield* build(ctx, Gate.layer)
-      const gate = Context.get(ctx, Gate.Gate)
-      ctx = yield* build(ctx, Http.layer(config))
-      const origin = Http.originOf(Context.get(ctx, HttpServer.HttpServer).address)
-      yield* Effect.logInfo("listening; booting").pipe(Effect.annotateLogs({ address: origin, dataDir }))
-
-      // 3. Migrations (readyz stays false until they are done).
-      yield* gate.setPhase("migrating")
-      ctx = yield* build(ctx, Migrate.layer({ maxTenants: config.tenants.max }))
-      yield* Effect.flatMap(Migrate.Migrate, (m) => m.await).pipe(Effect.provide(ctx))
-
-      // 4. Inflight rows left by the last run go back to due before anything dispatches.
-      yield* gate.setPhase("recovering")
-      ctx = yield* build(ctx, Queue.layer)
-      const now = yield* Clock.currentTimeMillis
-      const recovered = yield* Effect.flatMap(Queue.Queue, (q) => q.recoverInflight(now)).pipe(Effect.provide(ctx))
+      const queue = yield* Queue.Queue
+      const recovered = yield* queue.recoverInflight(yield* Clock.currentTimeMillis)
       if (recovered > 0) yield* Effect.logInfo("recovered inflight rows").pipe(Effect.annotateLogs({ rows: recovered }))
+    })
+  ))
+)
 
-      // 5. The services behind the gate, then the background work.
-      ctx = yield* build(ctx, Tenants.layer)
-      ctx = yield* build(
-        ctx,
-        Writer.layer(
-          {
-            ...config.writer,
-            tenantsMax: config.tenants.max,
-            dedupeWindowMs: config.dedupe.windowMs
-          },
-          // The pipeline starts later; until then a commit wakes nobody.
-          { onCommit: Effect.suspend(() => wakePipeline) }
-        )
-      )
-      const writer = Context.get(ctx, Writer.Writer)
-      const quarantine = {
-        maxCount: config.quarantine.maxCount,
-        maxBytes: config.quarantine.maxBytes,
-        retention: Duration.millis(config.quarantine.retentionMs)
-      }
-      const audit = { retention: Duration.millis(config.audit.retentionMs) }
-      ctx = yield* build(ctx, Quarantine.layer(quarantine))
-      ctx = yield* build(ctx, Audit.layer(audit))
-      ctx = yield* build(ctx, Replay.layer)
-      ctx = yield* build(
-        ctx,
-        Archive.layer({
-          dir: Archive.archiveDir(dataDir),
-          enabled: config.archive.enabled,
-          retention: Duration.millis(config.archive.retentionMs),
-          segmentBytes: config.archive.segmentBytes
-        })
-      )
-      ctx = yield* build(ctx, Reclaim.layer())
-      // Each sweep step runs inside the Writer's commit section (src/lifecycle/dedupe-sweep.ts says why).
-      ctx = yield* build(ctx, DedupeSweep.layer({ exclusive: writer.exclusive }))
-      ctx = yield* build(ctx, DlqCeiling.layer({ maxRows: config.dlq.maxRows, maxBytes: config.dlq.maxBytes }))
-      ctx = yield* build(
-        ctx,
-        Pipeline.layer({ ...config.pipeline, sinks: sinksOf(config, origin) })
-      )
-      wakePipeline = Context.get(ctx, Pipeline.Pipeline).wake
-      ctx = yield* build(ctx, Gauges.layer({ intervalMs: config.gauges.intervalMs }))
-      ctx = yield* build(ctx, StoreHealth.layer({ intervalMs: config.gauges.intervalMs }))
-      ctx = yield* build(ctx, EventLoopMetrics.layer)
-      ctx = yield* build(ctx, LifecycleMetrics.layer)
-      ctx = yield* build(ctx, ProcessMetrics.layer())
-      ctx = yield* build(
-        ctx,
-        Layer.mergeAll(
-          Quarantine.layerPruner(quarantine),
-          Audit.layerPruner(audit),
-          Reclaim.layerSchedule(),
-          DedupeSweep.layerSchedule(),
-          DlqCeiling.layerSchedule(),
-          // Always on: with the archive off it still drops obligations past retention.
-          Archive.layerCompactor()
-        )
-      )
+/** 5. The services behind the gate, then the background work; the Writer wakes the pipeline through `Wake`. */
+const services = (config: Config, dataDir: string) => {
+  const quarantine = {
+    maxCount: config.quarantine.maxCount,
+    maxBytes: config.quarantine.maxBytes,
+    retention: Duration.millis(config.quarantine.retentionMs)
+  }
+  const audit = { retention: Duration.millis(config.audit.retentionMs) }
+  return Wake.layer.pipe(
+    andThen(Tenants.layer),
+    andThen(Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs })),
+    andThen(Quarantine.layer(quarantine)),
+    andThen(Audit.layer(audit)),
+    andThen(Replay.layer),
+    andThen(Archive.layer({
+      dir: Archive.archiveDir(dataDir),
+      enabled: config.archive.enabled,
+      retention: Duration.millis(config.archive.retentionMs),
+      segmentBytes: config.archive.segmentBytes
+    })),
+    andThen(Reclaim.layer()),
+    // Each sweep step runs inside the Writer's commit section (src/lifecycle/dedupe-sweep.ts says why).
+    andThen(Layer.unwrap(Effect.map(Writer.Writer, (writer) => DedupeSweep.layer({ exclusive: writer.exclusive })))),
+    andThen(DlqCeiling.layer({ maxRows: config.dlq.maxRows, maxBytes: config.dlq.maxBytes })),
+    andThen(Layer.unwrap(Effect.map(origin, (self) => Pipeline.layer({ ...config.pipeline, sinks: sinksOf(config, self) })))),
+    andThen(Gauges.layer({ intervalMs: config.gauges.intervalMs })),
+    andThen(StoreHealth.layer({ intervalMs: config.gauges.intervalMs })),
+    andThen(EventLoopMetrics.layer),
+    andThen(LifecycleMetrics.layer),
+    andThen(ProcessMetrics.layer()),
+    andThen(Layer.mergeAll(
+      Quarantine.layerPruner(quarantine),
+      Audit.layerPruner(audit),
+      Reclaim.layerSchedule(),
+      DedupeSweep.layerSchedule(),
+      DlqCeiling.layerSchedule(),
+      // Always on: with the archive off it still drops obligations past retention.
+      Archive.layerCompactor()
+    ))
+  )
+}
 
-      // 6. Open. The first finalizer to run at shutdown closes the gate again.
+/** 6. Open. The first finalizer to run at shutdown closes the gate again. */
+const open = (config: Config, dataDir: string, storeDir: string) =>
+  Layer.effectDiscard(
+    Effect.gen(function* () {
+      const gate = yield* Gate.Gate
       yield* Effect.addFinalizer(() =>
         Effect.andThen(gate.setPhase("stopping"), Effect.logInfo("stopping: the gate is closed; draining"))
       )
-      yield* gate.open(ctx)
-      const format = yield* store.format
+      yield* gate.open(yield* Effect.context<Gate.ApiServices>())
+      const format = yield* (yield* Store).format
       yield* Effect.logInfo("ankusa serving").pipe(
         Effect.annotateLogs({
-          address: origin,
+          address: yield* origin,
           dataDir,
           store: storeDir,
           format,
@@ -187,9 +175,23 @@ export const serve = (config: Config) =>
           sinks: config.sinks.map((s) => s.name)
         })
       )
-      return yield* Effect.never
     })
-  ).pipe(Effect.ensuring(Effect.logInfo("stopped")))
+  )
+
+/** Boot in the order above, serve until interrupted, shut down in reverse. */
+export const serve = (config: Config) => {
+  const dataDir = path.resolve(config.dataDir)
+  const storeDir = storeDirOf(dataDir)
+  return store(storeDir).pipe(
+    andThen(http(config, dataDir)),
+    andThen(migrations(config)),
+    andThen(recovery),
+    andThen(services(config, dataDir)),
+    andThen(open(config, dataDir, storeDir)),
+    Layer.launch,
+    Effect.ensuring(Effect.logInfo("stopped"))
+  )
+}
 
 /** Load the configuration (refusing a bad one with the key named), then serve with its logger. */
 export const run = (options: ServeOptions) =>

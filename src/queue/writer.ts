@@ -15,6 +15,8 @@ import * as TenantOrds from "../domain/tenants.js"
 import { TenantLimit } from "../domain/tenants.js"
 import { Store, type StoreError, type StoreShape } from "../store/store.js"
 import * as WriterMetrics from "../observability/writer-metrics.js"
+import { resolveOptions, type WriterOptions } from "./writer-options.js"
+import { Wake } from "./wake.js"
 
 export interface IngestRequest {
   /** null means "default". */
@@ -70,64 +72,7 @@ export interface WriterShape {
 
 export class Writer extends Context.Service<Writer, WriterShape>()("ankusa/Writer") {}
 
-// ---------------------------------------------------------------------------
-// Options (docs/configuration.md)
-
-export interface WriterOptions {
-  /** `writer.maxBatch`: requests per commit. */
-  readonly maxBatch?: number
-  /** `writer.maxBatchBytes`: body bytes per commit (a single larger request still commits alone). */
-  readonly maxBatchBytes?: number
-  /** `writer.lingerMs`: how long a batch that is not full waits for more requests. */
-  readonly lingerMs?: number
-  /** `writer.queueCapacity`: requests waiting for the Writer; past it, `Overloaded`. */
-  readonly queueCapacity?: number
-  /** `writer.queueBytes`: body bytes waiting for the Writer; past it, `Overloaded`. */
-  readonly queueBytes?: number
-  /** `tenants.max` (TEN-1 §2). */
-  readonly tenantsMax?: number
-  /** `dedupe.windowMs`: how long an idempotency key answers with the first hook. */
-  readonly dedupeWindowMs?: number
-  /** Tenant cache entries (TEN-1 §2 fixes 65,536; smaller only in tests). */
-  readonly tenantCacheEntries?: number
-}
-
-const MiB = 1024 * 1024
-
-export const Defaults = {
-  maxBatch: 256,
-  maxBatchBytes: 16 * MiB,
-  lingerMs: 0,
-  queueCapacity: 4096,
-  queueBytes: 64 * MiB,
-  tenantsMax: TenantOrds.DEFAULT_MAX_TENANTS,
-  dedupeWindowMs: Dedupe.DEFAULT_WINDOW_MS,
-  tenantCacheEntries: TenantOrds.CACHE_ENTRIES
-} as const satisfies Required<WriterOptions>
-
-/** Inclusive ranges, checked when the layer is built. */
-export const Ranges: Readonly<Record<keyof WriterOptions, readonly [number, number]>> = {
-  maxBatch: [1, 4096],
-  maxBatchBytes: [1, 256 * MiB],
-  lingerMs: [0, 100],
-  queueCapacity: [1, 1_048_576],
-  queueBytes: [1, 4096 * MiB],
-  tenantsMax: [1, TenantOrds.MAX_TENANTS_LIMIT],
-  dedupeWindowMs: [1000, 30 * 24 * 60 * 60 * 1000],
-  tenantCacheEntries: [1, TenantOrds.CACHE_ENTRIES]
-}
-
-const resolveOptions = (o: WriterOptions): Effect.Effect<Required<WriterOptions>> =>
-  Effect.suspend(() => {
-    const out = { ...Defaults, ...o } as Required<WriterOptions>
-    for (const [key, [lo, hi]] of Object.entries(Ranges) as Array<[keyof WriterOptions, readonly [number, number]]>) {
-      const v = out[key]
-      if (!Number.isInteger(v) || v < lo || v > hi) return Effect.die(new Error(`writer option ${key} = ${v} is outside ${lo}..${hi}`))
-    }
-    return Effect.succeed(out)
-  })
-
-// ---------------------------------------------------------------------------
+export { Defaults, Ranges, type WriterOptions } from "./writer-options.js"
 
 interface Item {
   readonly req: IngestRequest
@@ -171,16 +116,11 @@ const loadState = (store: StoreShape) =>
     return { nextSeq, nextOrd: TenantOrds.nextOrdOf(ordV), node: HookId.nodeHex(node) }
   })
 
-/** What the Writer tells others; not settings. */
-export interface WriterHooks {
-  /** Runs after every successful commit (the pipeline's wake, so new rows need not wait for a tick). */
-  readonly onCommit?: Effect.Effect<void>
-}
-
-export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
+export const make = (options: WriterOptions = {}) =>
   Effect.gen(function* () {
     const o = yield* resolveOptions(options)
     const store = yield* Store
+    const wake = yield* Wake
     // Advanced only after a commit succeeds: a failed commit allocates nothing.
     const state = yield* loadState(store)
     // TEN-1 §2: tenant id → ord, written only here and only after a commit; cleared whole when full.
@@ -326,7 +266,8 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
           // Later copies in the same batch answer as duplicates of the first.
           yield* succeed(w.items.slice(1), { ...r, duplicate: true })
         }
-        if (hooks.onCommit !== undefined) yield* hooks.onCommit
+        // New rows need not wait for the pipeline's next tick.
+        yield* wake.signal
       })
 
     // Every request of the batch gets an answer: a failed commit fails them all (completed ones stay completed).
@@ -419,7 +360,7 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
 
     // Interrupting the caller does not withdraw a queued request: it is committed with its batch.
     // A resume runs the caller at once, inside the Writer's answer loop: the caller yields first,
-    // so the rest of it runs on its own turn, after the batch's other answers and `onCommit`.
+    // so the rest of it runs on its own turn, after the batch's other answers and the wake.
     const submit = (req: IngestRequest): Effect.Effect<IngestResult, SubmitError> =>
       Effect.callback<IngestResult, SubmitError>((resume) => enqueue(req, resume)).pipe(Effect.onExit(() => Effect.yieldNow))
 
@@ -428,6 +369,6 @@ export const make = (options: WriterOptions = {}, hooks: WriterHooks = {}) =>
     return { submit, enqueue, queued, exclusive: section.withPermits(1) } satisfies WriterShape
   })
 
-/** The Writer over the `Store`; closing its scope drains the queue (see `make`). */
-export const layer = (options: WriterOptions = {}, hooks: WriterHooks = {}): Layer.Layer<Writer, StoreError, Store> =>
-  Layer.effect(Writer, make(options, hooks))
+/** The Writer over the `Store`, signalling `Wake` after each commit; closing its scope drains the queue (see `make`). */
+export const layer = (options: WriterOptions = {}): Layer.Layer<Writer, StoreError, Store | Wake> =>
+  Layer.effect(Writer, make(options))
