@@ -8,14 +8,15 @@
  * load the worker by a URL relative to themselves. Type checking is `tsc --noEmit` (npm test).
  */
 import { build } from "esbuild"
-import { cpSync, readdirSync, rmSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { basename, join } from "node:path"
 
 const root = join(import.meta.dirname, "..")
 const out = join(root, "dist")
-rmSync(out, { recursive: true, force: true })
 
-await build({
+// dist/ may be running (a gateway, a test's child) while `npm start` rebuilds it: each file is
+// replaced by a rename, unchanged files are left alone, and stale ones removed only at the end.
+const result = await build({
   absWorkingDir: root,
   entryPoints: ["src/programs/main.ts"],
   outdir: out,
@@ -30,9 +31,18 @@ await build({
   external: ["@nxtedition/rocksdb", "@bokuweb/zstd-wasm", "yaml"],
   // CommonJS dependencies (ws, undici) call require(); give the ESM bundle one.
   banner: { js: 'import { createRequire as __ankusaRequire } from "node:module"; const require = __ankusaRequire(import.meta.url);' },
-  logLevel: "warning"
+  logLevel: "warning",
+  write: false
 })
 
+const files = new Map(result.outputFiles.map((f) => [f.path, f.contents]))
 for (const f of readdirSync(join(root, "src"), { recursive: true, encoding: "utf8" })) {
-  if (f.endsWith(".mjs")) cpSync(join(root, "src", f), join(out, basename(f)))
+  if (f.endsWith(".mjs")) files.set(join(out, basename(f)), readFileSync(join(root, "src", f)))
 }
+mkdirSync(out, { recursive: true })
+for (const [path, contents] of files) {
+  if (existsSync(path) && Buffer.compare(readFileSync(path), contents) === 0) continue
+  writeFileSync(`${path}.tmp`, contents)
+  renameSync(`${path}.tmp`, path)
+}
+for (const f of readdirSync(out)) if (!files.has(join(out, f))) rmSync(join(out, f), { recursive: true, force: true })
