@@ -12,7 +12,7 @@
  * (and, with the archive off, every leftover obligation once old enough).
  */
 import * as path from "node:path"
-import { Clock, Context, Duration, Effect, Layer, Metric, Schedule, Semaphore } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Metric, Semaphore } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import { decodeEnvelope } from "../domain/envelope.js"
 import * as K from "../domain/keys.js"
@@ -49,6 +49,7 @@ import {
   writeAt
 } from "./archive-files.js"
 import { archiveCompactions, archiveDropped, archiveFramesLost, archiveHooks, archiveRepairs, withReason } from "../observability/lifecycle-metrics.js"
+import { scheduled } from "./scheduled.js"
 import { Store, type StoreError, type StoreShape } from "../store/store.js"
 
 export interface ArchiveOptions {
@@ -333,13 +334,4 @@ export const layer = (options: Partial<ArchiveOptions> & { readonly dir: string 
 
 /** The compactor: drains what is due every `compactInterval`; a scoped fiber, interrupted at shutdown. */
 export const layerCompactor = (options: Partial<Pick<ArchiveOptions, "compactInterval">> = {}): Layer.Layer<never, never, Archive> =>
-  Layer.effectDiscard(
-    Effect.gen(function* () {
-      const archive = yield* Archive
-      yield* archive.drain.pipe(
-        Effect.catchCause((cause) => Effect.logWarning("archive compaction failed", cause)),
-        Effect.repeat(Schedule.spaced(options.compactInterval ?? ArchiveDefaults.compactInterval)),
-        Effect.forkScoped
-      )
-    })
-  )
+  scheduled(Archive, "archive compaction", options.compactInterval ?? ArchiveDefaults.compactInterval, (a) => a.drain)

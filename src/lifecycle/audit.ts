@@ -4,11 +4,12 @@
  * them by retention from a scheduled fiber. The only writer of the audit
  * column family.
  */
-import { Clock, Context, Duration, Effect, Layer, Metric, Ref, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Metric, Ref } from "effect"
 import { type AuditEntry, type AuditRow, decodeAudit, encodeAudit, mentions, visibleTo } from "../domain/audit.js"
 import { auditKey, decodeAuditKey, Families, familyDataRange } from "../domain/keys.js"
 import { del, put } from "../domain/ops.js"
 import { auditPruned } from "../observability/lifecycle-metrics.js"
+import { scheduled } from "./scheduled.js"
 import { Store, type StoreError } from "../store/store.js"
 
 export interface AuditOptions {
@@ -142,14 +143,4 @@ export const layer = (options: Partial<AuditOptions> = {}): Layer.Layer<Audit, S
 
 /** The retention pruner: a scoped fiber, interrupted at shutdown. */
 export const layerPruner = (options: Partial<AuditOptions> = {}): Layer.Layer<never, never, Audit> =>
-  Layer.effectDiscard(
-    Effect.gen(function* () {
-      const audit = yield* Audit
-      const every = options.pruneInterval ?? AuditDefaults.pruneInterval
-      yield* audit.prune.pipe(
-        Effect.catchCause((cause) => Effect.logWarning("audit prune failed", cause)),
-        Effect.repeat(Schedule.spaced(every)),
-        Effect.forkScoped
-      )
-    })
-  )
+  scheduled(Audit, "audit prune", options.pruneInterval ?? AuditDefaults.pruneInterval, (a) => a.prune)

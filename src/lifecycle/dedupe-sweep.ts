@@ -11,11 +11,12 @@
  * `exclusive` to run each step where no ingest commit can interleave (the
  * Writer's commit section); see docs/storage.md "Dedupe".
  */
-import { Clock, Context, Duration, Effect, Layer, Metric, Schedule, Semaphore } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Metric, Semaphore } from "effect"
 import * as Dedupe from "../domain/dedupe.js"
 import * as K from "../domain/keys.js"
 import { del, type Op } from "../domain/ops.js"
 import { dedupeSwept } from "../observability/lifecycle-metrics.js"
+import { scheduled } from "./scheduled.js"
 import { type Entry, Store, type StoreError } from "../store/store.js"
 
 export interface DedupeSweepOptions {
@@ -113,13 +114,4 @@ export const layer = (options: Partial<DedupeSweepOptions> = {}): Layer.Layer<De
 
 /** The scheduled sweep: a scoped fiber, interrupted at shutdown. */
 export const layerSchedule = (options: Partial<Pick<DedupeSweepOptions, "interval">> = {}): Layer.Layer<never, never, DedupeSweep> =>
-  Layer.effectDiscard(
-    Effect.gen(function* () {
-      const s = yield* DedupeSweep
-      yield* s.sweep.pipe(
-        Effect.catchCause((cause) => Effect.logWarning("dedupe sweep failed", cause)),
-        Effect.repeat(Schedule.spaced(options.interval ?? DedupeSweepDefaults.interval)),
-        Effect.forkScoped
-      )
-    })
-  )
+  scheduled(DedupeSweep, "dedupe sweep", options.interval ?? DedupeSweepDefaults.interval, (s) => s.sweep)

@@ -11,11 +11,12 @@
  * `maxBytes` it sheds the oldest dead rows until under it or the DLQ is
  * empty; live rows are never touched.
  */
-import { Context, Duration, Effect, Layer, Metric, Schedule } from "effect"
+import { Context, Duration, Effect, Layer, Metric } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import * as K from "../domain/keys.js"
 import { dlqCeilingDropped, withReason } from "../observability/lifecycle-metrics.js"
 import { Queue } from "../queue/queue.js"
+import { scheduled } from "./scheduled.js"
 import { type Entry, Store, type StoreError } from "../store/store.js"
 
 export interface DlqCeilingOptions {
@@ -141,13 +142,4 @@ export const layer = (options: Partial<DlqCeilingOptions> = {}): Layer.Layer<Dlq
 
 /** The scheduled check: a scoped fiber, interrupted at shutdown. */
 export const layerSchedule = (options: Partial<Pick<DlqCeilingOptions, "interval">> = {}): Layer.Layer<never, never, DlqCeiling> =>
-  Layer.effectDiscard(
-    Effect.gen(function* () {
-      const ceiling = yield* DlqCeiling
-      yield* ceiling.enforce.pipe(
-        Effect.catchCause((cause) => Effect.logWarning("dlq ceiling failed", cause)),
-        Effect.repeat(Schedule.spaced(options.interval ?? DlqCeilingDefaults.interval)),
-        Effect.forkScoped
-      )
-    })
-  )
+  scheduled(DlqCeiling, "dlq ceiling", options.interval ?? DlqCeilingDefaults.interval, (c) => c.enforce)

@@ -6,7 +6,7 @@
  * keeps the family's count and bytes in memory (folded once at start, at most
  * `maxCount` rows), so a bound check costs no read.
  */
-import { Clock, Context, Duration, Effect, Layer, Metric, Schedule, Semaphore } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Metric, Semaphore } from "effect"
 import {
   cursorKey,
   decodeRecord,
@@ -22,6 +22,7 @@ import { decodeQuarantineKey, Families, familyDataRange, quarantineKey } from ".
 import { del, type Op, put } from "../domain/ops.js"
 import { quarantined, quarantineDropped, withReason } from "../observability/lifecycle-metrics.js"
 import { type Entry, Store, type StoreCorrupt, type StoreError } from "../store/store.js"
+import { scheduled } from "./scheduled.js"
 import { foldFamily } from "../store/family.js"
 
 export interface QuarantineOptions {
@@ -227,13 +228,4 @@ export const layer = (options: Partial<QuarantineOptions> = {}): Layer.Layer<Qua
 
 /** The retention pruner: a scoped fiber, interrupted at shutdown. */
 export const layerPruner = (options: Partial<QuarantineOptions> = {}): Layer.Layer<never, never, Quarantine> =>
-  Layer.effectDiscard(
-    Effect.gen(function* () {
-      const q = yield* Quarantine
-      yield* q.prune.pipe(
-        Effect.catchCause((cause) => Effect.logWarning("quarantine prune failed", cause)),
-        Effect.repeat(Schedule.spaced(options.pruneInterval ?? QuarantineDefaults.pruneInterval)),
-        Effect.forkScoped
-      )
-    })
-  )
+  scheduled(Quarantine, "quarantine prune", options.pruneInterval ?? QuarantineDefaults.pruneInterval, (q) => q.prune)

@@ -20,10 +20,11 @@
  * (`Deliveries.expand` adds a row to an existing hook; it must only target a
  * hook that still has a row, or run with reclaim stopped.)
  */
-import { Context, Duration, Effect, Layer, Metric, Schedule, Semaphore } from "effect"
+import { Context, Duration, Effect, Layer, Metric, Semaphore } from "effect"
 import * as K from "../domain/keys.js"
 import { del, type Op } from "../domain/ops.js"
 import { reclaimHooks, reclaimVisited } from "../observability/lifecycle-metrics.js"
+import { scheduled } from "./scheduled.js"
 import { Store, type StoreError } from "../store/store.js"
 
 export interface ReclaimOptions {
@@ -123,13 +124,4 @@ export const layer = (options: Partial<ReclaimOptions> = {}): Layer.Layer<Reclai
 
 /** The scheduled walk: one pass every `interval`; a scoped fiber, interrupted at shutdown. */
 export const layerSchedule = (options: Partial<Pick<ReclaimOptions, "interval">> = {}): Layer.Layer<never, never, Reclaim> =>
-  Layer.effectDiscard(
-    Effect.gen(function* () {
-      const reclaim = yield* Reclaim
-      yield* reclaim.tick.pipe(
-        Effect.catchCause((cause) => Effect.logWarning("reclaim failed", cause)),
-        Effect.repeat(Schedule.spaced(options.interval ?? ReclaimDefaults.interval)),
-        Effect.forkScoped
-      )
-    })
-  )
+  scheduled(Reclaim, "reclaim", options.interval ?? ReclaimDefaults.interval, (r) => r.tick)
