@@ -22,18 +22,35 @@ export const toLogLevel = (level: Level): LogLevel.LogLevel => LEVELS[level]
  * (`message`, `logLevel`, `timestamp`, `cause`, `annotations`, `spans`, `fiberId`).
  */
 export const jsonLines = Logger.withConsoleLog(
-  Logger.map(Logger.formatStructured, (s) =>
-    Formatter.formatJson({
-      message: s.message,
+  Logger.map(Logger.formatStructured, (s) => {
+    const { message, fields } = splitMessage(s.message)
+    return Formatter.formatJson({
+      message,
       logLevel: s.level,
       timestamp: s.timestamp,
       cause: s.cause,
-      annotations: s.annotations,
+      annotations: { ...fields, ...s.annotations },
       spans: s.spans,
       fiberId: s.fiberId
     })
-  )
+  })
 )
+
+/**
+ * `Effect.log("text", { key: value })` as a string message with structured fields: the
+ * text parts joined, the object parts merged into the annotations (the line's own
+ * annotations win on a clash), so that no log line's message is an array.
+ */
+export const splitMessage = (message: unknown): { readonly message: string; readonly fields: Record<string, unknown> } => {
+  const parts = Array.isArray(message) ? message : [message]
+  const text: Array<string> = []
+  const fields: Record<string, unknown> = {}
+  for (const p of parts) {
+    if (typeof p === "object" && p !== null && !Array.isArray(p)) Object.assign(fields, p)
+    else text.push(typeof p === "string" ? p : JSON.stringify(p))
+  }
+  return { message: text.join(" "), fields }
+}
 
 /** The only loggers: JSON lines at `level` (in place of the default logger), and span events for tracing. */
 export const layer = (level: Level): Layer.Layer<never> =>
