@@ -13,7 +13,10 @@ import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as HttpApiSecurity from "effect/http-api/HttpApiSecurity"
 import * as OpenApi from "effect/http-api/OpenApi"
 import type * as K from "../domain/keys.js"
+import * as Audit from "../lifecycle/audit.js"
+import * as Quarantine from "../lifecycle/quarantine.js"
 import * as Prometheus from "../observability/prometheus.js"
+import { DEAD_MAX_LIMIT } from "../queue/queue.js"
 import {
   BadRequestError,
   ForbiddenError,
@@ -29,13 +32,13 @@ export const REPLAY_BODY_MAX_BYTES = 64 * 1024
 /** Most hook ids one replay request names. */
 export const REPLAY_MAX_IDS = 1_000
 /** DLQ rows per page: the ceiling of `admin.dlqPageMax` (the handler applies the configured one). */
-export const DLQ_PAGE_CEILING = 1_000
-/** Quarantine records per page: default and most (the service caps at its own maximum). */
+export const DLQ_PAGE_CEILING = DEAD_MAX_LIMIT
+/** Quarantine records per page: default and most (the service's own maximum). */
 export const QUARANTINE_PAGE_DEFAULT = 50
-export const QUARANTINE_PAGE_MAX = 500
-/** Audit rows per page: default and most (the service caps at its own maximum). */
+export const QUARANTINE_PAGE_MAX = Quarantine.MAX_LIST_LIMIT
+/** Audit rows per page: default and most (the service's own maximum). */
 export const AUDIT_PAGE_DEFAULT = 100
-export const AUDIT_PAGE_MAX = 1_000
+export const AUDIT_PAGE_MAX = Audit.MAX_LIST_LIMIT
 
 // ---------------------------------------------------------------------------
 // Who asks, and what runs around every admin endpoint
