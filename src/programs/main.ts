@@ -7,9 +7,11 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Cause, Console, Effect, Exit, Layer, Runtime } from "effect"
 import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
+import pkg from "../../package.json" with { type: "json" }
 import { serveCommand, storeCommand } from "./commands.js"
 
-export const VERSION = "0.1.0"
+// The release is package.json's version (inlined by the build).
+export const VERSION: string = pkg.version
 
 export const ankusa = Command.make("ankusa").pipe(
   Command.withDescription("Ankusa, a multi-tenant webhook gateway"),
