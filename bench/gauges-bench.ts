@@ -9,6 +9,7 @@
 import { Effect, Layer } from "effect"
 import * as Gauges from "../src/observability/gauges.js"
 import { Queue } from "../src/queue/queue.js"
+import * as Tenants from "../src/queue/tenants.js"
 import { Store } from "../src/store/store.js"
 import { runScript } from "./lib/tick-bench.js"
 
@@ -16,5 +17,5 @@ runScript({
   name: "gauges-bench",
   what: "the gauge tick of src/observability/gauges.ts (counters of ord 0, oldest due age, tenant count, top 100 tenants by pending)",
   make: (store, queue) =>
-    Effect.map(Effect.provide(Gauges.make, Layer.mergeAll(Layer.succeed(Store, store), Layer.succeed(Queue, queue))), (g) => g.tick)
+    Effect.map(Effect.provide(Gauges.make, Layer.mergeAll(Tenants.layer.pipe(Layer.provide(Layer.succeed(Store, store))), Layer.succeed(Queue, queue))), (g) => g.tick)
 })

@@ -145,12 +145,11 @@ const run = (dataDir: string, sinkUrl: string, sink: { readonly ids: Set<string>
       fs.mkdirSync(storeDir, { recursive: true })
       const archiveDir = Archive.archiveDir(dataDir)
       const services = Layer.mergeAll(
-        Queue.layer,
         Writer.layer({ dedupeWindowMs: DEDUPE_WINDOW_MS }),
         Archive.layer({ dir: archiveDir, enabled: true }),
         Reclaim.layer(),
         DedupeSweep.layer()
-      ).pipe(Layer.provideMerge(Layer.mergeAll(layerRocksDb(storeDir), Wake.layer)))
+      ).pipe(Layer.provideMerge(Queue.layer), Layer.provideMerge(Layer.mergeAll(layerRocksDb(storeDir), Wake.layer)))
       const ctx = yield* Layer.build(services)
       const running = Layer.mergeAll(
         Pipeline.layer({

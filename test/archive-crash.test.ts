@@ -20,6 +20,7 @@ import { Store } from "../src/store/store.js"
 import { makeRocksDbStore } from "../src/store/rocksdb.js"
 import { aggregate, rmDir, rowsOf, tempDir } from "./lifecycle-helpers.js"
 import { BLOCK_BYTES, SEGMENT_BYTES } from "./support/archive-crash-child.js"
+import * as Queue from "../src/queue/queue.js"
 
 const CHILD = join(import.meta.dirname, "support", "archive-crash-child.ts")
 
@@ -65,7 +66,8 @@ const restartAndVerify = (storeDir: string, archiveDir: string, drain: boolean) 
     Effect.gen(function* () {
       const store = yield* makeRocksDbStore(storeDir)
       const archive = yield* Archive.make({ dir: archiveDir, enabled: true, segmentBytes: SEGMENT_BYTES, blockBytes: BLOCK_BYTES }).pipe(
-        Effect.provideService(Store, store)
+        Effect.provideService(Store, store),
+        Effect.provideService(Queue.Queue, Queue.make(store))
       )
       const repair = archive.repair
       if (drain) yield* archive.drain

@@ -11,6 +11,7 @@ import { archiveDropped, archiveHooks, withReason } from "../src/observability/l
 import { Store, type StoreShape } from "../src/store/store.js"
 import { layerMemory, MemoryDb } from "../src/store/memory.js"
 import { aggregate, allocAll, commit, envelopeOf, rmDir, rowsOf, tempDir } from "./lifecycle-helpers.js"
+import * as Queue from "../src/queue/queue.js"
 
 const dirs: Array<string> = []
 afterEach(() => {
@@ -22,7 +23,7 @@ const small = { segmentBytes: 3_000, blockBytes: 2_000, chunk: 7, enabled: true 
 const withArchive = <A, E>(db: MemoryDb, dir: string, o: Partial<Archive.ArchiveOptions>, f: (a: Archive.ArchiveShape, store: StoreShape) => Effect.Effect<A, E, Store>) =>
   Effect.gen(function* () {
     const store = yield* Store
-    const a = yield* Archive.make({ ...o, dir })
+    const a = yield* Archive.make({ ...o, dir }).pipe(Effect.provideService(Queue.Queue, Queue.make(store)))
     return yield* f(a, store)
   }).pipe(Effect.provide(layerMemory({ db })))
 

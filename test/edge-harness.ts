@@ -36,8 +36,9 @@ export const configOf = (input: Cfg.ConfigInput): Cfg.Config => {
 export interface Edge {
   readonly url: string
   readonly store: StoreShape
-  readonly context: Context.Context<Gate.ApiServices>
-  readonly run: <A, E>(effect: Effect.Effect<A, E, Gate.ApiServices>) => Promise<A>
+  /** The services behind the gate, and the Store under them (tests set up rows the edge then reads). */
+  readonly context: Context.Context<Gate.ApiServices | Store>
+  readonly run: <A, E>(effect: Effect.Effect<A, E, Gate.ApiServices | Store>) => Promise<A>
   readonly fetch: (path: string, init?: RequestInit) => Promise<Response>
 }
 
@@ -66,7 +67,7 @@ export const startEdge = (config: Cfg.Config, options: EdgeOptions = {}): Effect
     const gate = options.closed === true ? Gate.layer : Gate.layerOpen
     const ctx = yield* Layer.build(Http.layer(config).pipe(Layer.provideMerge(gate), Layer.provideMerge(base)))
     const origin = Http.originOf(Context.get(ctx, HttpServer.HttpServer).address)
-    const context = ctx as unknown as Context.Context<Gate.ApiServices>
+    const context = ctx as unknown as Context.Context<Gate.ApiServices | Store>
     return {
       url: origin,
       store: Context.get(ctx, Store),

@@ -6,6 +6,7 @@ import * as K from "../src/domain/keys.js"
 import * as M from "../src/observability/delivery-metrics.js"
 import * as Gauges from "../src/observability/gauges.js"
 import * as Queue from "../src/queue/queue.js"
+import * as Tenants from "../src/queue/tenants.js"
 import { scrape } from "../src/observability/prometheus.js"
 import { Store, type StoreShape } from "../src/store/store.js"
 import * as TopTenants from "../src/observability/top-tenants-metric.js"
@@ -31,7 +32,10 @@ const instrument = (s: StoreShape) => {
   return { store, ranges, seeks, reset: () => [ranges, seeks].forEach((m) => Object.keys(m).forEach((k) => delete m[k])) }
 }
 
-const gaugesOn = (store: StoreShape) => Gauges.make.pipe(Effect.provideService(Store, store), Effect.provideService(Queue.Queue, Queue.make(store)))
+const gaugesOn = (store: StoreShape) =>
+  Effect.flatMap(Tenants.make.pipe(Effect.provideService(Store, store)), (tenants) =>
+    Gauges.make.pipe(Effect.provideService(Tenants.Tenants, tenants), Effect.provideService(Queue.Queue, Queue.make(store)))
+  )
 
 const gauge = (m: Metric.Gauge<number>) => Metric.value(m).pipe(Effect.map((s) => s.value))
 

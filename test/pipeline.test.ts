@@ -500,7 +500,8 @@ describe("pipeline", () => {
               : w.store.write(batch, opts)
           )
       }
-      const failing: World = { ...w, store, context: Context.add(w.context, Store, store) }
+      // The pipeline writes through the Queue, so the Queue is built on the failing store.
+      const failing: World = { ...w, store, context: Context.add(Context.add(w.context, Store, store), Queue.Queue, Queue.make(store)) }
       const sink = yield* startSink()
       const before = yield* count("commit-retry", "delivered")
       const hooks = yield* makeIngest(w.store)([1, 2, 3].map(() => ({ tenant: "acme", sinks: ["commit-retry"], at: Date.now() })))

@@ -8,6 +8,7 @@ import * as Reclaim from "../src/lifecycle/reclaim.js"
 import { Store, type StoreShape } from "../src/store/store.js"
 import { makeMemoryStore } from "../src/store/memory.js"
 import { allocAll, commit, envelopeOf, rowsOf } from "./lifecycle-helpers.js"
+import * as Queue from "../src/queue/queue.js"
 
 type Cmd =
   | { readonly t: "ingest"; readonly sinks: number; readonly ord: number }
@@ -138,7 +139,7 @@ const run = (archive: boolean, cmds: ReadonlyArray<Cmd>) =>
   Effect.gen(function* () {
     const store = yield* makeMemoryStore()
     yield* store.write(allocAll(2), { sync: false })
-    const reclaim = yield* Reclaim.make({ chunk: 3 }).pipe(Effect.provideService(Store, store))
+    const reclaim = yield* Reclaim.make({ chunk: 3 }).pipe(Effect.provideService(Store, store), Effect.provideService(Queue.Queue, Queue.make(store)))
     const state = { nextSeq: 1, now: 1_000_000 }
     const check = Effect.gen(function* () {
       // Never before: every hook something owes is still there.

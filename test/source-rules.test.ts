@@ -77,6 +77,51 @@ const wingOf = (file: string, specifier: string): string | undefined => {
   return target.startsWith("..") ? "outside src" : target.split(path.sep)[0]
 }
 
+
+/** Imports from the store wing, with whether they are type-only and the names they take. */
+const storeImportsOf = (source: string): Array<{ readonly text: string; readonly typeOnly: boolean; readonly names: Array<string> }> =>
+  [...stripComments(source).matchAll(/import\s+(type\s+)?(\{[^}]*\}|\*\s+as\s+\w+|\w+)\s*from\s*["']([^"']+)["']/g)]
+    .filter((m) => /(^|\/)store\//.test(m[3]!))
+    .map((m) => {
+      const parts = m[2]!.startsWith("{") ? m[2]!.slice(1, -1).split(",").map((p) => p.trim()).filter((p) => p.length > 0) : [m[2]!]
+      const typeOnly = m[1] !== undefined || parts.every((p) => p.startsWith("type "))
+      return { text: m[0], typeOnly, names: parts.map((p) => p.replace(/^type\s+/, "").split(/\s+as\s+/)[0]!) }
+    })
+
+// Keys of the queue families (TEN-1 §3): the index's ?D, ?F, ?x, ?X, ?A (and ?a, ?c, ?k) and the deliveries family.
+const QUEUE_KEY_CONSTRUCTORS = new Set<string>([
+  ...CONSTRUCTORS,
+  "deadKey",
+  "deliveryKey",
+  "deliveryPrefix",
+  "archiveKey",
+  "clearedKey",
+  "claimKey"
+])
+
+/** Ways a file builds or writes queue state: a value import of domain/deliveries.ts, a queue-family key constructor, the deliveries family by name. */
+const transitionUses = (file: string, source: string): Array<string> => {
+  const src = stripComments(source)
+  const uses: Array<string> = []
+  for (const m of src.matchAll(/import\s+(type\s+)?(?:[^"';]*?)\s*from\s*["']([^"']+)["']/g)) {
+    if (m[1] !== undefined || !m[2]!.startsWith(".")) continue
+    if (path.resolve(path.dirname(file), m[2]!).replace(/\.js$/, ".ts") === DELIVERIES) uses.push(`imports domain/deliveries: ${m[2]}`)
+  }
+  for (const m of src.matchAll(new RegExp(String.raw`import\s*\*\s*as\s+([\w$]+)\s+from\s*${KEYS_MODULE}`, "g"))) {
+    for (const u of src.matchAll(new RegExp(String.raw`(?<![\w$.])${m[1]!.replace("$", "\\$")}\s*\.\s*([\w$]+)`, "g"))) {
+      if (QUEUE_KEY_CONSTRUCTORS.has(u[1]!)) uses.push(`${m[1]}.${u[1]}`)
+    }
+  }
+  for (const m of src.matchAll(new RegExp(String.raw`import\s*(?:type\s*)?\{([^}]*)\}\s*from\s*${KEYS_MODULE}`, "g"))) {
+    for (const part of m[1]!.split(",")) {
+      const name = part.trim().replace(/^type\s+/, "").split(/\s+as\s+/)[0]!
+      if (QUEUE_KEY_CONSTRUCTORS.has(name)) uses.push(`import ${name}`)
+    }
+  }
+  if (/["']deliveries["']/.test(src)) uses.push("names the deliveries family")
+  return uses
+}
+
 const WINGS = ["domain", "store", "queue", "delivery", "lifecycle", "observability", "http", "config", "programs"]
 
 describe("source rules", () => {
@@ -138,5 +183,55 @@ describe("source rules", () => {
     expect(constructorUses(`export const helper = (o: number) => dueUpTo(o, 0)`, true)).toEqual(["dueUpTo("])
     // Decoders and comments are not uses.
     expect(constructorUses(`import * as K from "./keys.js"\n// K.dueKey(…) is for deliveries\nK.decodeDueKey(k)`)).toEqual([])
+  })
+
+  it("the edge never reads the store directly", () => {
+    // src/http reads through Queue, Tenants and the lifecycle services: from the store wing it may
+    // name only error types (to map them to statuses), never the Store service or a store file's value.
+    const violations = tsFiles(path.join(SRC, "http")).flatMap((f) =>
+      storeImportsOf(fs.readFileSync(f, "utf8"))
+        .filter((i) => !(i.typeOnly && i.names.every((n) => /(Error|Corrupt)$/.test(n))))
+        .map((i) => `${path.relative(SRC, f)}: ${i.text}`)
+    )
+    expect(violations).toEqual([])
+    // The check sees a value import, a type import of the service, and allows error types.
+    expect(storeImportsOf(`import { Store } from "../store/store.js"`)).toEqual([{ text: `import { Store } from "../store/store.js"`, typeOnly: false, names: ["Store"] }])
+    expect(storeImportsOf(`import type { StoreError, StoreShape } from "../store/store.js"`)[0]!.names).toEqual(["StoreError", "StoreShape"])
+    expect(storeImportsOf(`import { type StoreError } from "../store/store.js"`)[0]!.typeOnly).toBe(true)
+  })
+
+  it("wings import only what their rules allow", () => {
+    const rules: ReadonlyArray<{ readonly from: ReadonlyArray<string>; readonly not: RegExp; readonly why: string }> = [
+      { from: ["http", "observability", "lifecycle"], not: /^store\/rocksdb/, why: "the store's RocksDB files" },
+      { from: ["delivery"], not: /^http\//, why: "the edge" }
+    ]
+    const violations = rules.flatMap((r) =>
+      r.from.flatMap((wing) =>
+        tsFiles(path.join(SRC, wing)).flatMap((f) =>
+          importsOf(fs.readFileSync(f, "utf8"))
+            .filter((s) => s.startsWith(".") && r.not.test(path.relative(SRC, path.resolve(path.dirname(f), s))))
+            .map((s) => `${path.relative(SRC, f)} imports ${r.why}: ${s}`)
+        )
+      )
+    )
+    expect(violations).toEqual([])
+  })
+
+  it("only the queue wing executes index transitions", () => {
+    // No wing but queue (and domain, which builds them purely) builds a ?D, ?F, ?x, ?X or ?A key,
+    // a deliveries-family key, or a transition (domain/deliveries.ts), or names the deliveries family.
+    const outside = tsFiles(SRC).filter((f) => !["queue", "domain"].includes(path.relative(SRC, f).split(path.sep)[0]!))
+    const violations = outside.flatMap((f) => transitionUses(f, fs.readFileSync(f, "utf8")).map((u) => `${path.relative(SRC, f)}: ${u}`))
+    expect(violations).toEqual([])
+    // The queue wing does execute them, so the check finds what it looks for there…
+    const queueUses = tsFiles(path.join(SRC, "queue")).flatMap((f) => transitionUses(f, fs.readFileSync(f, "utf8")))
+    expect(queueUses.some((u) => u.startsWith("imports domain/deliveries"))).toBe(true)
+    expect(queueUses.some((u) => u.includes("deliveryKey"))).toBe(true)
+    // …and each form another wing could use.
+    const probe = path.join(SRC, "delivery/probe.ts")
+    expect(transitionUses(probe, `import * as Deliveries from "../domain/deliveries.js"`)).toEqual(["imports domain/deliveries: ../domain/deliveries.js"])
+    expect(transitionUses(probe, `import * as K from "../domain/keys.js"\nK.deadKey(1, 2, 3)`)).toEqual(["K.deadKey"])
+    expect(transitionUses(probe, `store.get("deliveries", key)`)).toEqual(['names the deliveries family'])
+    expect(transitionUses(probe, `import type { Transition } from "../domain/deliveries.js"`)).toEqual([])
   })
 })

@@ -7,18 +7,18 @@
  * interrupts them.
  */
 import { Cause, Clock, Effect, FiberSet, Latch, Random } from "effect"
-import * as Deliveries from "../domain/deliveries.js"
-import { type Envelope } from "../domain/envelope.js"
-import * as K from "../domain/keys.js"
+import { type Envelope, tenantOf } from "../domain/envelope.js"
+import type * as K from "../domain/keys.js"
 import * as Retry from "../domain/retry-schedule.js"
 import { parseSecret } from "../domain/signature.js"
 import * as M from "../observability/delivery-metrics.js"
 import { type Outcomes, type Settled } from "./outcomes.js"
 import { type PipelineOptions, type PipelineState } from "./options.js"
-import { type DueEntry } from "../queue/queue.js"
+import { type DeliveryRow, type DueEntry, type QueueShape } from "../queue/queue.js"
+import { makeRetryLog } from "./retry-log.js"
 import * as SinkClient from "./sink-client.js"
 import { type SinkOptions } from "./sink-client.js"
-import { type StoreError, type StoreShape } from "../store/store.js"
+import type { StoreError } from "../store/store.js"
 
 export interface Claimed {
   readonly entry: DueEntry
@@ -57,13 +57,15 @@ export interface SinkCalls {
   readonly cut: Effect.Effect<void>
 }
 
-/** The sinks' transports close when the layer's scope does, after `cut`. */
-export const makeSinkCalls = (o: PipelineOptions, store: StoreShape, state: PipelineState, outcomes: Outcomes) =>
+/**
+ * The configured sinks, each with its keep-alive transport, closed when the layer's scope does.
+ * Their queues are unbounded as queues, bounded by construction: every job is a claimed row, and
+ * claims stop at `maxInflight` rows not yet settled.
+ */
+const openSinks = (o: PipelineOptions) =>
   Effect.gen(function* () {
     // Where the latency recorders write (the metric registry of this layer's context).
     const context = yield* Effect.context<never>()
-    // Unbounded as queues, bounded by construction: every job is a claimed row, and claims stop at
-    // `maxInflight` rows not yet settled.
     const sinks = new Map<string, Sink>()
     for (const s of o.sinks) {
       sinks.set(s.name, {
@@ -78,6 +80,13 @@ export const makeSinkCalls = (o: PipelineOptions, store: StoreShape, state: Pipe
     yield* Effect.addFinalizer(() => Effect.sync(() => {
       for (const sink of sinks.values()) SinkClient.close(sink.transport)
     }))
+    return sinks
+  })
+
+/** The sinks' transports close when the layer's scope does, after `cut`. */
+export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: PipelineState, outcomes: Outcomes) =>
+  Effect.gen(function* () {
+    const sinks = yield* openSinks(o)
     const clock = yield* Clock.Clock
     const now = () => clock.currentTimeMillisUnsafe()
 
@@ -91,27 +100,28 @@ export const makeSinkCalls = (o: PipelineOptions, store: StoreShape, state: Pipe
 
     const settle = (s: Settled) => Effect.sync(() => outcomes.settle(s))
 
-    /**
-     * A claimed row's delivery row, read only when an outcome needs it (a retry or the DLQ): a 2xx
-     * needs only the size the claim carries. Nothing else writes an inflight row's delivery row.
-     */
-    const rowOf = (c: Claimed): Effect.Effect<Deliveries.DeliveryRow, StoreError> =>
-      store.get("deliveries", K.deliveryKey(c.ref.seq, c.ref.sink)).pipe(
-        Effect.map((v) => Deliveries.decodeRow(v) ?? Deliveries.freshRow(c.entry.value.size))
-      )
+    const logRetry = makeRetryLog()
+
+    /** Nothing else writes an inflight row's delivery row; a 2xx needs only the size the claim carries. */
+    const rowOf = (c: Claimed): Effect.Effect<DeliveryRow, StoreError> => queue.deliveryRow(c.ref, c.entry.value.size)
 
     /** Settle a claimed row that cannot be called: its hook is gone or undecodable (`name` undefined), or its sink is not configured. */
     const settleUnroutable = (c: Claimed, env: Envelope | undefined, name: string | undefined): Effect.Effect<void, StoreError> =>
       Effect.gen(function* () {
         if (env === undefined || name === undefined) {
-          yield* Effect.logWarning("pipeline: hook envelope gone or undecodable; row dropped", c.ref)
-          return yield* settle({ transition: Deliveries.orphanDrop(c.ref, c.entry.value.size), sink: "unknown", outcome: "dropped" })
+          // No envelope, so no tenant id to name: the row is named by its sequence number and sink position.
+          yield* Effect.logWarning("pipeline: hook envelope gone or undecodable; row dropped", { seq: c.ref.seq, sinkIndex: c.ref.sink })
+          return yield* settle({ result: { _tag: "Dropped", ref: c.ref, size: c.entry.value.size }, sink: "unknown", outcome: "dropped" })
         }
         // A sink removed from the configuration: keep the row in the DLQ, where replay can find it.
         const row = yield* rowOf(c)
         const now = yield* Clock.currentTimeMillis
-        yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { ...c.ref, sinkName: name })
-        return yield* settle({ transition: Deliveries.deadLetter(c.ref, { ...row, lastAt: now }, now, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
+        yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { tenant: tenantOf(env), hookId: env.id, sink: name })
+        return yield* settle({
+          result: { _tag: "DeadLetter", ref: c.ref, row: { ...row, lastAt: now }, at: now, hook: { sourceId: env.sourceId, id: env.id } },
+          sink: name,
+          outcome: "dead"
+        })
       })
 
     /** A call that did not deliver: a retry at the schedule's next time, or the DLQ. */
@@ -119,18 +129,24 @@ export const makeSinkCalls = (o: PipelineOptions, store: StoreShape, state: Pipe
       Effect.gen(function* () {
         const { claimed: c, env, name } = job
         const row = yield* rowOf(c)
-        const after: Deliveries.DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
+        const after: DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
         const random = yield* Random.next
         const d = Retry.next(sink.options.retry, { attempt: after.attempts, status: a.status, retryAfter: a.retryAfter, now: a.endedAt, random })
+        const tenant = tenantOf(env)
         if (d._tag === "Retry") {
-          return yield* settle({ transition: Deliveries.retry(c.ref, after, d.at), sink: name, outcome: "retried" })
+          yield* logRetry(a.endedAt, { sink: name, tenant, hookId: env.id, status: a.status, error: a.error, attempt: after.attempts, nextAt: d.at })
+          return yield* settle({ result: { _tag: "Retry", ref: c.ref, row: after, at: d.at }, sink: name, outcome: "retried" })
         }
-        yield* Effect.logInfo("pipeline: row dead-lettered", { ...c.ref, sinkName: name, status: a.status, error: a.error, reason: d.reason })
-        return yield* settle({ transition: Deliveries.deadLetter(c.ref, after, a.endedAt, { sourceId: env.sourceId, id: env.id }), sink: name, outcome: "dead" })
+        yield* Effect.logInfo("pipeline: row dead-lettered", { tenant, hookId: env.id, sink: name, status: a.status, error: a.error, attempts: after.attempts, reason: d.reason })
+        return yield* settle({
+          result: { _tag: "DeadLetter", ref: c.ref, row: after, at: a.endedAt, hook: { sourceId: env.sourceId, id: env.id } },
+          sink: name,
+          outcome: "dead"
+        })
       })
 
     const delivered = (job: Job): Settled => ({
-      transition: Deliveries.delivered(job.claimed.ref, job.claimed.entry.value.size),
+      result: { _tag: "Delivered", ref: job.claimed.ref, size: job.claimed.entry.value.size },
       sink: job.name,
       outcome: "delivered"
     })
@@ -150,7 +166,7 @@ export const makeSinkCalls = (o: PipelineOptions, store: StoreShape, state: Pipe
         Effect.catchCause((cause) =>
           Cause.hasInterruptsOnly(cause)
             ? Effect.void
-            : Effect.logError("pipeline: delivery failed; row left inflight for boot recovery", { ...c.ref, cause: Cause.pretty(cause) }).pipe(
+            : Effect.logError("pipeline: delivery failed; row left inflight for boot recovery", { seq: c.ref.seq, sinkIndex: c.ref.sink, cause: Cause.pretty(cause) }).pipe(
                 Effect.andThen(Effect.sync(() => {
                   state.inflight -= 1
                 }))

@@ -5,13 +5,13 @@
  * inflight slots and wakes the tick once enough are free.
  */
 import { Duration, Effect, Fiber, Queue as Q, Schedule } from "effect"
-import * as Deliveries from "../domain/deliveries.js"
 import * as M from "../observability/delivery-metrics.js"
 import { COMMIT_LINGER_MS, COMMIT_RETRY_MS, type PipelineOptions, type PipelineState, WAKE_FREE_FRACTION } from "./options.js"
-import { type StoreShape } from "../store/store.js"
+import type { Outcome, QueueShape } from "../queue/queue.js"
 
 export interface Settled {
-  readonly transition: Deliveries.Transition
+  /** What becomes of the row (the queue writes its transition). */
+  readonly result: Outcome
   readonly sink: string
   readonly outcome: M.Outcome
 }
@@ -30,7 +30,7 @@ const takeQueued = <A>(queue: Q.Queue<A>, n: number): Effect.Effect<Array<A>> =>
 /** Starts the committer fiber in the layer's scope; `wake` asks the tick to claim the freed slots. */
 export const makeOutcomes = (
   o: PipelineOptions,
-  store: StoreShape,
+  queue: QueueShape,
   state: PipelineState,
   wake: Effect.Effect<void>
 ) =>
@@ -64,7 +64,7 @@ export const makeOutcomes = (
     }
 
     const commit = (items: ReadonlyArray<Settled>): Effect.Effect<void> =>
-      store.write(Deliveries.batch(items.map((i) => i.transition)), { sync: false }).pipe(
+      queue.settle(items.map((i) => i.result)).pipe(
         Effect.tapError((e) => Effect.logError("pipeline: outcome commit failed; retrying", e.message)),
         Effect.retry({ while: () => !state.stopping, schedule: Schedule.spaced(Duration.millis(COMMIT_RETRY_MS)) }),
         Effect.matchEffect({

@@ -13,14 +13,15 @@
  * recovery (`Queue.recoverInflight`) returns to due. The worst a crash does is
  * deliver a row again (at-least-once; receivers dedupe by `webhook-id`).
  */
-import { Cause, Context, Duration, Effect, Fiber, Layer, Semaphore } from "effect"
+import { Cause, Context, Duration, Effect, Fiber, Layer, Metric, Semaphore } from "effect"
 import { makeSinkCalls } from "./calls.js"
 import { type Input, MIN_TICK_GAP_MS, type PipelineState, resolve } from "./options.js"
 import { makeOutcomes } from "./outcomes.js"
+import * as M from "../observability/delivery-metrics.js"
 import { makeTick, type TickReport } from "./tick.js"
 import { Queue } from "../queue/queue.js"
 import { Wake } from "../queue/wake.js"
-import { Store, type StoreError } from "../store/store.js"
+import type { StoreError } from "../store/store.js"
 
 export {
   COMMIT_LINGER_MS,
@@ -50,18 +51,19 @@ export class Pipeline extends Context.Service<Pipeline, PipelineShape>()("ankusa
 export const make = (input: Input) =>
   Effect.gen(function* () {
     const o = yield* resolve(input)
-    const store = yield* Store
     const queue = yield* Queue
     const state: PipelineState = { inflight: 0, stopping: false }
+    // Present from boot: no tick has visited a tenant yet.
+    yield* Metric.update(M.activeTenants, 0)
     const wakes = yield* Wake
     const wake = wakes.signal
     const ticking = yield* Semaphore.make(1)
 
     // Built before the tick fiber and the shutdown below, so the sinks' transports close after
     // the shutdown has cut or finished every call.
-    const outcomes = yield* makeOutcomes(o, store, state, wake)
-    const calls = yield* makeSinkCalls(o, store, state, outcomes)
-    const tick = ticking.withPermits(1)(Effect.uninterruptible(makeTick(o, store, queue, state, calls)))
+    const outcomes = yield* makeOutcomes(o, queue, state, wake)
+    const calls = yield* makeSinkCalls(o, queue, state, outcomes)
+    const tick = ticking.withPermits(1)(Effect.uninterruptible(makeTick(o, queue, state, calls)))
 
     const loop = Effect.gen(function* () {
       for (;;) {
@@ -97,6 +99,6 @@ export const make = (input: Input) =>
     return { wake, tick, inflight: Effect.sync(() => state.inflight) } satisfies PipelineShape
   })
 
-/** Needs the Store, the Queue and the Wake it ticks on; sink calls go out on `node:http(s)` (src/delivery/sink-client.ts). */
-export const layer = (input: Input): Layer.Layer<Pipeline, never, Store | Queue | Wake> =>
+/** Needs the Queue and the Wake it ticks on; sink calls go out on `node:http(s)` (src/delivery/sink-client.ts). */
+export const layer = (input: Input): Layer.Layer<Pipeline, never, Queue | Wake> =>
   Layer.effect(Pipeline, make(input))

@@ -5,14 +5,12 @@
  * of every tenant visited and move the tenants' cursors.
  */
 import { Clock, Effect, Metric } from "effect"
-import * as Deliveries from "../domain/deliveries.js"
-import { decodeEnvelope } from "../domain/envelope.js"
 import * as K from "../domain/keys.js"
 import * as M from "../observability/delivery-metrics.js"
 import { type Claimed, type SinkCalls } from "./calls.js"
 import { FIRST_SCAN_TENANTS, type PipelineOptions, type PipelineState } from "./options.js"
 import { type ActiveTenant, type DueEntry, type QueueShape } from "../queue/queue.js"
-import { type StoreError, type StoreShape } from "../store/store.js"
+import type { StoreError } from "../store/store.js"
 
 export interface TickReport {
   /** Tenants visited, in visit (marker) order. */
@@ -40,7 +38,6 @@ const markersOf = (v: Visit): ReadonlyArray<number> => {
 /** The tick, unguarded: the caller keeps ticks from overlapping. */
 export const makeTick = (
   o: PipelineOptions,
-  store: StoreShape,
   queue: QueueShape,
   state: PipelineState,
   calls: SinkCalls
@@ -48,46 +45,33 @@ export const makeTick = (
   // TEN-1 §5: per-tenant scan floors, memory only; evicted when a tenant drains.
   const cursors = new Map<number, number>()
 
-  /** Visit tenants in marker order, each under its lock (TEN-1 §6: claim reads then deletes due rows), and claim in one batch. */
+  /**
+   * Visit tenants in marker order and claim (TEN-1 §5, §6; the queue locks and writes). No more
+   * tenants than rows to claim: every visit with due rows takes at least one. And first only
+   * FIRST_SCAN_TENANTS of them: the scan reads markers until it has seen one tenant more than it
+   * was asked for, and a tenant with a backlog often fills the tick on its own. Only a tick left
+   * with rows to claim after those tenants scans again for the rest (a second claim batch).
+   */
   const claim = (now: number, rowsBudget: number) =>
     Effect.gen(function* () {
-      // No more tenants than rows to claim: every visit with due rows takes at least one. And first
-      // only FIRST_SCAN_TENANTS of them: the scan reads markers until it has seen one tenant more
-      // than it was asked for, and a tenant with a backlog often fills the tick on its own. Only a
-      // tick left with rows to claim after those tenants scans again for the rest.
       const cap = Math.min(o.activeTenants, rowsBudget)
       const asked = Math.min(cap, FIRST_SCAN_TENANTS)
-      let tenants: ReadonlyArray<ActiveTenant> = yield* queue.activeTenants(now, asked)
-      let complete = tenants.length < asked || asked === cap
-      const more = Effect.suspend(() => {
-        const seen = new Set(tenants.map((t) => t.ord))
-        return queue.activeTenants(now, cap).pipe(
-          Effect.map((all) => {
-            tenants = [...tenants, ...all.filter((t) => !seen.has(t.ord))]
-            complete = true
+      const first = yield* queue.activeTenants(now, asked)
+      const visits: Array<Visit> = []
+      const claimFrom = (tenants: ReadonlyArray<ActiveTenant>, rows: number, bytes: number) =>
+        queue.claim(now, tenants.map((t) => ({ ord: t.ord, floorAt: cursors.get(t.ord) ?? 0, limit: rows })), rows, bytes).pipe(
+          Effect.map((claimed) => {
+            claimed.forEach((v, i) => visits.push({ ord: v.ord, buckets: tenants[i]!.buckets, rows: v.rows }))
           })
         )
-      })
-      const visits: Array<Visit> = []
-      const visit = (i: number, rowsLeft: number, bytesLeft: number): Effect.Effect<void, StoreError> => {
-        const t = tenants[i]
-        if (t === undefined && !complete && rowsLeft > 0 && bytesLeft > 0) return more.pipe(Effect.andThen(Effect.suspend(() => visit(i, rowsLeft, bytesLeft))))
-        if (t === undefined || rowsLeft <= 0 || bytesLeft <= 0) {
-          const rows = visits.flatMap((v) => v.rows)
-          return rows.length === 0 ? Effect.void : store.write(Deliveries.batch(rows.map((r) => Deliveries.claim(r.ref, r.value))), { sync: false })
-        }
-        return queue.withTenant(
-          t.ord,
-          Effect.suspend(() => queue.dueForTenant(t.ord, now, cursors.get(t.ord) ?? 0, rowsLeft, bytesLeft)).pipe(
-            Effect.flatMap((rows) => {
-              visits.push({ ord: t.ord, buckets: t.buckets, rows })
-              const bytes = rows.reduce((n, r) => n + r.value.size, 0)
-              return visit(i + 1, rowsLeft - rows.length, bytesLeft - bytes)
-            })
-          )
-        )
+      yield* claimFrom(first, rowsBudget, o.claimBytes)
+      const rowsLeft = rowsBudget - visits.reduce((n, v) => n + v.rows.length, 0)
+      const bytesLeft = o.claimBytes - visits.reduce((n, v) => n + v.rows.reduce((b, r) => b + r.value.size, 0), 0)
+      if (first.length === asked && asked < cap && rowsLeft > 0 && bytesLeft > 0) {
+        const seen = new Set(first.map((t) => t.ord))
+        const rest = (yield* queue.activeTenants(now, cap)).filter((t) => !seen.has(t.ord))
+        yield* claimFrom(rest, rowsLeft, bytesLeft)
       }
-      yield* visit(0, rowsBudget, o.claimBytes)
       return visits
     })
 
@@ -102,14 +86,12 @@ export const makeTick = (
     yield* Metric.update(M.activeTenants, visits.length)
 
     if (claimed.length > 0) {
-      const seqs = [...new Set(claimed.map((c) => c.ref.seq))]
-      const hooks = yield* store.multiGet("hooks", seqs.map(K.hookKey)).pipe(
+      const envs = yield* queue.envelopes([...new Set(claimed.map((c) => c.ref.seq))]).pipe(
         // The rows are claimed: if the reads fail they must still be counted down (they stay ?F for recovery).
         Effect.tapError(() => Effect.sync(() => {
           state.inflight -= claimed.length
         }))
       )
-      const envs = new Map(seqs.map((s, i) => [s, decodeEnvelope(hooks[i])]))
       for (let i = 0; i < claimed.length; i++) {
         const c = claimed[i]!
         const unroutable = calls.route(c, envs.get(c.ref.seq))

@@ -9,15 +9,12 @@ import { Effect, Schema } from "effect"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import type * as AuditLog from "../domain/audit.js"
 import { type Config, redact } from "../domain/config.js"
-import * as Deliveries from "../domain/deliveries.js"
-import { decodeEnvelope, tenantOf } from "../domain/envelope.js"
 import * as HookId from "../domain/hook-id.js"
-import * as K from "../domain/keys.js"
+import type * as K from "../domain/keys.js"
 import { Audit, audited } from "../lifecycle/audit.js"
 import { Quarantine } from "../lifecycle/quarantine.js"
-import { type DeadItem, Queue } from "../queue/queue.js"
+import { type DeadItem, type DeliveryRow, Queue } from "../queue/queue.js"
 import { Replay } from "../queue/replay.js"
-import { Store } from "../store/store.js"
 import { Tenants } from "../queue/tenants.js"
 import {
   Admin,
@@ -65,7 +62,7 @@ const replayBody = Effect.flatMap(readBody(REPLAY_BODY_MAX_BYTES), (bytes) => {
 export const layer = (config: Config) => {
   const sourceRoutes = new Map(config.sources.map((s) => [s.id, s.routes]))
 
-  const dlqItem = (item: DeadItem, tenant: string | null, row: Deliveries.DeliveryRow | undefined) => ({
+  const dlqItem = (item: DeadItem, tenant: string | null, row: DeliveryRow | undefined) => ({
     id: item.id,
     tenant,
     source: item.sourceId,
@@ -89,7 +86,6 @@ export const layer = (config: Config) => {
       const tenants = yield* tenantsFor(yield* Admin, query.tenant ?? [])
       const cursor = query.cursor
       const queue = yield* Queue
-      const store = yield* Store
       const names = new Map<number, string>()
       let page
       if (tenants === undefined) {
@@ -105,10 +101,9 @@ export const layer = (config: Config) => {
         const name = yield* tenantsApi.name(item.ord).pipe(Effect.catchTag("TenantNotFound", () => Effect.succeed(null)))
         if (name !== null) names.set(item.ord, name)
       }
-      const rows =
-        page.items.length === 0 ? [] : yield* store.multiGet("deliveries", page.items.map((i) => K.deliveryKey(i.seq, i.sink)))
+      const rows = yield* queue.deliveryRows(page.items)
       return {
-        items: page.items.map((item, i) => dlqItem(item, names.get(item.ord) ?? null, Deliveries.decodeRow(rows[i]))),
+        items: page.items.map((item, i) => dlqItem(item, names.get(item.ord) ?? null, rows[i])),
         next_cursor: page.cursor === undefined ? null : encodeDeadCursor(page.cursor)
       }
     })
@@ -135,9 +130,7 @@ export const layer = (config: Config) => {
       }
       if (requested.length === 0) {
         // Ids without tenants: the hooks name their tenants; only those in scope count.
-        const store = yield* Store
-        const hooks = yield* store.multiGet("hooks", [...seqs].map(K.hookKey))
-        const owners = new Set(hooks.flatMap((h) => (h === undefined ? [] : [tenantOf(decodeEnvelope(h))])))
+        const owners = yield* Effect.flatMap(Queue, (q) => q.tenantsOfHooks([...seqs!]))
         tenants = [...owners].filter((t) => p.tenants === null || p.tenants.includes(t))
       }
     }

@@ -9,13 +9,12 @@ import type { Audit } from "../lifecycle/audit.js"
 import type { Quarantine } from "../lifecycle/quarantine.js"
 import type { Queue } from "../queue/queue.js"
 import type { Replay } from "../queue/replay.js"
-import type { Store } from "../store/store.js"
 import type { Tenants } from "../queue/tenants.js"
 import type { Writer } from "../queue/writer.js"
 import { NotReady } from "./errors.js"
 
 /** What ingest and admin handlers run with. */
-export type ApiServices = Store | Writer | Queue | Tenants | Replay | Quarantine | Audit
+export type ApiServices = Writer | Queue | Tenants | Replay | Quarantine | Audit
 
 export type Phase = "starting" | "migrating" | "recovering" | "ready" | "stopping"
 

@@ -11,7 +11,7 @@ import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import type { Config } from "../domain/config.js"
 import { DEMO_SINK_PATH } from "../domain/config.js"
 import * as Prometheus from "../observability/prometheus.js"
-import { Store } from "../store/store.js"
+import { Tenants } from "../queue/tenants.js"
 import { Api, NotReadyYet } from "./api.js"
 import { readBody } from "./body.js"
 import { Gate } from "./gate.js"
@@ -30,9 +30,9 @@ export const layer = HttpApiBuilder.group(Api, "ops", (handlers) =>
     const readyz = Effect.gen(function* () {
       const phase = yield* gate.phase
       if (phase !== "ready") return yield* new NotReadyYet({ ready: false, phase })
-      // The store answers a read (a closed or failed store does not).
+      // The store answers a read (a closed or failed store does not): the tenant count, one point read.
       const ok = yield* gate.services.pipe(
-        Effect.flatMap((services) => Effect.provide(Effect.flatMap(Store, (s) => s.format), services)),
+        Effect.flatMap((services) => Effect.provide(Effect.flatMap(Tenants, (t) => t.count), services)),
         Effect.as(true),
         Effect.catch(() => Effect.succeed(false))
       )

@@ -13,7 +13,6 @@
  */
 import * as path from "node:path"
 import { Clock, Context, Duration, Effect, Layer, Metric, Semaphore } from "effect"
-import * as Deliveries from "../domain/deliveries.js"
 import { decodeEnvelope } from "../domain/envelope.js"
 import * as K from "../domain/keys.js"
 import { put } from "../domain/ops.js"
@@ -49,6 +48,7 @@ import {
   writeAt
 } from "./archive-files.js"
 import { archiveCompactions, archiveDropped, archiveFramesLost, archiveHooks, archiveRepairs, withReason } from "../observability/lifecycle-metrics.js"
+import { type Obligation, Queue } from "../queue/queue.js"
 import { scheduled } from "./scheduled.js"
 import { Store, type StoreError, type StoreShape } from "../store/store.js"
 
@@ -108,7 +108,6 @@ export interface ArchiveShape {
 export class Archive extends Context.Service<Archive, ArchiveShape>()("ankusa/Archive") {}
 
 const CURSOR_KEY = K.Meta.cursor("archive")
-const DATA = K.familyDataRange(K.Families.archive)
 
 const readCursor = (store: StoreShape) =>
   store.get("default", CURSOR_KEY).pipe(Effect.map((v) => (v === undefined ? undefined : decodeCursor(v))))
@@ -205,12 +204,6 @@ export const repairArchive = (store: StoreShape, dir: string) =>
     return { cursor, report: { repaired, lost } }
   })
 
-interface Obligation {
-  readonly seq: number
-  readonly ord: number
-  readonly size: number
-}
-
 /** Test seams (the crash test stops the compactor between the fsync of a block and its settle). */
 export interface ArchiveSeams {
   readonly afterAppend?: Effect.Effect<void>
@@ -220,6 +213,7 @@ export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }
   Effect.gen(function* () {
     const o: ArchiveOptions = { ...ArchiveDefaults, ...options }
     const store = yield* Store
+    const queue = yield* Queue
     const retentionMs = Duration.toMillis(o.retention)
     const start = yield* repairArchive(store, o.dir)
     let cursor = start.cursor
@@ -252,20 +246,19 @@ export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }
     const step = lock.withPermits(1)(
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
-        const page = yield* store.scan("index", DATA, { limit: o.chunk })
+        const page = yield* queue.archiveObligations(o.chunk)
         if (page.length === 0) return { archived: 0, dropped: 0, idle: true }
         // A prefix within the block byte budget (at least one).
         const obligations: Array<Obligation> = []
         let bytes = 0
-        for (const e of page) {
-          const v = K.decodeArchiveValue(e.value)
-          if (obligations.length > 0 && bytes + v.size > o.blockBytes) break
-          bytes += v.size
-          obligations.push({ seq: K.decodeArchiveKey(e.key), ord: v.ord, size: v.size })
+        for (const ob of page) {
+          if (obligations.length > 0 && bytes + ob.size > o.blockBytes) break
+          bytes += ob.size
+          obligations.push(ob)
         }
         const found = yield* store.multiGet("hooks", obligations.map((ob) => K.hookKey(ob.seq)))
         const write: Array<ArchivedHook> = []
-        const settle: Array<Deliveries.Transition> = []
+        const settle: Array<Obligation> = []
         let missing = 0
         let old = 0
         let idle = false
@@ -274,17 +267,17 @@ export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }
           const envelope = found[i]
           if (envelope === undefined) {
             missing++
-            settle.push(Deliveries.archiveDrop(ob.seq, ob.ord))
+            settle.push(ob)
             continue
           }
           // An envelope that does not decode has no age: archived if on, dropped if off.
           const receivedAt = decodeEnvelope(envelope)?.receivedAt ?? 0
           if (receivedAt < now - retentionMs) {
             old++
-            settle.push(Deliveries.archiveDrop(ob.seq, ob.ord))
+            settle.push(ob)
           } else if (o.enabled) {
             write.push({ seq: ob.seq, ord: ob.ord, envelope })
-            settle.push(Deliveries.archiveSettle(ob.seq, ob.ord))
+            settle.push(ob)
           } else {
             // Off: younger obligations wait for retention (in seq order, so all the rest are younger too).
             idle = true
@@ -296,7 +289,7 @@ export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }
         if (write.length > 0 && seams.afterAppend !== undefined) yield* seams.afterAppend
         // TEN-1 §4: the settle (archive_pending −1) and the cursor commit together, synced.
         const extra = next === undefined ? [] : [put("default", CURSOR_KEY, encodeCursor(next))]
-        yield* store.write(Deliveries.batch(settle, extra), { sync: true })
+        yield* queue.settleArchive(settle, extra)
         cursor = next
         if (write.length > 0) {
           yield* Metric.update(archiveCompactions, 1)
@@ -329,7 +322,7 @@ export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }
   })
 
 /** The service; building it runs the start-up repair. */
-export const layer = (options: Partial<ArchiveOptions> & { readonly dir: string }): Layer.Layer<Archive, StoreError | ArchiveError, Store> =>
+export const layer = (options: Partial<ArchiveOptions> & { readonly dir: string }): Layer.Layer<Archive, StoreError | ArchiveError, Store | Queue> =>
   Layer.effect(Archive, make(options))
 
 /** The compactor: drains what is due every `compactInterval`; a scoped fiber, interrupted at shutdown. */

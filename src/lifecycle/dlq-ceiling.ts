@@ -1,8 +1,8 @@
 /**
  * The DLQ ceiling: a configured maximum of dead rows. Checked in O(1) from
  * the aggregate counters (TEN-1 §4: `dead`, `bytes`); past it, the oldest
- * dead rows (`?x` order: dead-letter time, seq, sink) are dropped through
- * `Deliveries.purgeDead`, which deletes `?x` and `?X` together, the delivery
+ * dead rows (`?x` order: dead-letter time, seq, sink) are dropped by the
+ * queue (`Queue.dropDead`, a purge of dead rows), which deletes `?x` and `?X` together, the delivery
  * row, puts the `?c` marker for reclaim and carries the counter deltas.
  *
  * `maxBytes` is compared with the `bytes` counter, which counts every
@@ -12,7 +12,6 @@
  * empty; live rows are never touched.
  */
 import { Context, Duration, Effect, Layer, Metric } from "effect"
-import * as Deliveries from "../domain/deliveries.js"
 import * as K from "../domain/keys.js"
 import { dlqCeilingDropped, withReason } from "../observability/lifecycle-metrics.js"
 import { Queue } from "../queue/queue.js"
@@ -59,32 +58,6 @@ export const make = (options: Partial<DlqCeilingOptions> = {}) =>
     const store = yield* Store
     const queue = yield* Queue
 
-    /**
-     * Drop these `?x` rows of one tenant under its lock (so a replay or a purge
-     * never counts the same row's removal twice); rows gone since the scan are
-     * skipped. Returns the bytes dropped, row by row.
-     */
-    const dropRows = (ord: number, rows: ReadonlyArray<Entry>) =>
-      queue.withTenant(
-        ord,
-        Effect.gen(function* () {
-          const refs = rows.map((e) => K.decodeDeadKey(e.key))
-          const still = yield* store.multiGet("index", rows.map((e) => e.key))
-          const found = yield* store.multiGet("deliveries", refs.map((r) => K.deliveryKey(r.seq, r.sink)))
-          const ts: Array<Deliveries.Transition> = []
-          const sizes: Array<number> = []
-          refs.forEach((ref, i) => {
-            const v = still[i]
-            if (v === undefined || K.decodeDeadValue(v).ord !== ord) return
-            const size = Deliveries.decodeRow(found[i])?.size ?? 0
-            ts.push(Deliveries.purgeDead(ref, ord, size))
-            sizes.push(size)
-          })
-          if (ts.length > 0) yield* store.write(Deliveries.batch(ts), { sync: true })
-          return sizes
-        })
-      )
-
     const enforce = Effect.gen(function* () {
       let byRows = 0
       let byBytes = 0
@@ -97,13 +70,7 @@ export const make = (options: Partial<DlqCeilingOptions> = {}) =>
         const page = yield* store.scan("index", { lo, hi: DEAD.hi }, { limit: o.chunk })
         if (page.length === 0) break
         // The oldest rows of the page until both bounds hold, estimated from their delivery rows.
-        const rowSizes = yield* store.multiGet(
-          "deliveries",
-          page.map((e) => {
-            const r = K.decodeDeadKey(e.key)
-            return K.deliveryKey(r.seq, r.sink)
-          })
-        )
+        const rowSizes = yield* queue.deadSizes(page)
         const chosen = new Map<number, Array<Entry>>()
         let i = 0
         for (; i < page.length && (rowsOver > 0 || bytesOver > 0); i++) {
@@ -111,7 +78,7 @@ export const make = (options: Partial<DlqCeilingOptions> = {}) =>
           const ord = K.decodeDeadValue(e.value).ord
           if (ord === undefined) continue // a format 2 value: store check reports it
           rowsOver--
-          bytesOver -= Deliveries.decodeRow(rowSizes[i])?.size ?? 0
+          bytesOver -= rowSizes[i] ?? 0
           const list = chosen.get(ord) ?? []
           list.push(e)
           chosen.set(ord, list)
@@ -121,7 +88,7 @@ export const make = (options: Partial<DlqCeilingOptions> = {}) =>
         // Attribute each drop to the bound that asked for it: rows first, then bytes.
         let rowsWanted = Math.max(0, agg.dead - o.maxRows)
         for (const [ord, rows] of chosen) {
-          const dropped = yield* dropRows(ord, rows)
+          const dropped = yield* queue.dropDead(ord, rows)
           const r = Math.min(dropped.length, rowsWanted)
           rowsWanted -= r
           byRows += r

@@ -24,6 +24,7 @@ import { Context, Duration, Effect, Layer, Metric, Semaphore } from "effect"
 import * as K from "../domain/keys.js"
 import { del, type Op } from "../domain/ops.js"
 import { reclaimHooks, reclaimVisited } from "../observability/lifecycle-metrics.js"
+import { Queue } from "../queue/queue.js"
 import { scheduled } from "./scheduled.js"
 import { Store, type StoreError } from "../store/store.js"
 
@@ -68,6 +69,7 @@ export const make = (options: Partial<ReclaimOptions> = {}) =>
   Effect.gen(function* () {
     const o = { ...ReclaimDefaults, ...options }
     const store = yield* Store
+    const queue = yield* Queue
     let from: Uint8Array = CLEARED.lo
     const lock = yield* Semaphore.make(1)
 
@@ -79,16 +81,12 @@ export const make = (options: Partial<ReclaimOptions> = {}) =>
           from = wrapped ? CLEARED.lo : K.keyAfter(page[page.length - 1]!.key)
           if (page.length === 0) return { visited: 0, reclaimed: 0, wrapped }
           const seqs = page.map((e) => K.decodeClearedKey(e.key))
-          // Obligations first or rows first does not matter: neither comes back once gone.
-          const obligations = yield* store.multiGet("index", seqs.map(K.archiveKey))
+          const free = yield* queue.unreferenced(seqs)
           const ops: Array<Op> = []
           let reclaimed = 0
           for (let i = 0; i < seqs.length; i++) {
-            if (obligations[i] !== undefined) continue
-            const seq = seqs[i]!
-            const row = yield* store.first("deliveries", K.range(K.deliveryPrefix(seq)))
-            if (row !== undefined) continue
-            ops.push(del("hooks", K.hookKey(seq)), del("index", page[i]!.key))
+            if (!free[i]) continue
+            ops.push(del("hooks", K.hookKey(seqs[i]!)), del("index", page[i]!.key))
             reclaimed++
           }
           if (opts?.between !== undefined) yield* opts.between
@@ -120,7 +118,7 @@ export const make = (options: Partial<ReclaimOptions> = {}) =>
     return { step, pass, tick: steps(o.stepsPerTick) } satisfies ReclaimShape
   })
 
-export const layer = (options: Partial<ReclaimOptions> = {}): Layer.Layer<Reclaim, never, Store> => Layer.effect(Reclaim, make(options))
+export const layer = (options: Partial<ReclaimOptions> = {}): Layer.Layer<Reclaim, never, Store | Queue> => Layer.effect(Reclaim, make(options))
 
 /** The scheduled walk: one pass every `interval`; a scoped fiber, interrupted at shutdown. */
 export const layerSchedule = (options: Partial<Pick<ReclaimOptions, "interval">> = {}): Layer.Layer<never, never, Reclaim> =>

@@ -39,6 +39,8 @@ export const layer: Layer.Layer<never> = Layer.effectDiscard(
       h.reset()
       return Effect.forEach(values, ([q, seconds]) => Metric.update(delayOf(q), seconds), { discard: true })
     })
+    // 0 until the first window ends, so the series is there from boot.
+    yield* Effect.forEach(EVENT_LOOP_QUANTILES, (q) => Metric.update(delayOf(q), 0), { discard: true })
     yield* publish.pipe(Effect.repeat(Schedule.spaced(Duration.millis(EVENT_LOOP_WINDOW_MS))), Effect.delay(Duration.millis(EVENT_LOOP_WINDOW_MS)), Effect.forkScoped)
   })
 )

@@ -7,11 +7,10 @@
  */
 import { Clock, Context, Duration, Effect, Layer, Metric, Schedule } from "effect"
 import * as Counters from "../domain/counters.js"
-import * as K from "../domain/keys.js"
-import { countOf } from "../domain/tenants.js"
 import * as M from "./delivery-metrics.js"
 import { Queue } from "../queue/queue.js"
-import { Store, type StoreError } from "../store/store.js"
+import { Tenants } from "../queue/tenants.js"
+import type { StoreError } from "../store/store.js"
 import * as TopTenants from "./top-tenants-metric.js"
 
 export interface GaugesOptions {
@@ -41,34 +40,29 @@ export interface GaugesShape {
 export class Gauges extends Context.Service<Gauges, GaugesShape>()("ankusa/Gauges") {}
 
 export const make = Effect.gen(function* () {
-  const store = yield* Store
   const queue = yield* Queue
+  const tenantsApi = yield* Tenants
 
   const topTenants = (now: number) =>
     Effect.gen(function* () {
       const active = yield* queue.activeTenants(now, TOP_TENANTS_SCANNED)
       if (active.length === 0) return []
-      const pending = yield* store.getCounters("counters", active.map((t) => K.counterKey(t.ord, Counters.Fields.pending)))
+      const pending = yield* queue.pendingOf(active.map((t) => t.ord))
       const top = active
-        .map((t, i) => ({ ord: t.ord, pending: Number(pending[i] ?? 0n) }))
+        .map((t, i) => ({ ord: t.ord, pending: pending[i] ?? 0 }))
         .filter((t) => t.pending > 0)
         .sort((a, b) => b.pending - a.pending || a.ord - b.ord)
         .slice(0, TOP_TENANTS)
       if (top.length === 0) return []
-      const names = yield* store.multiGet("tenants", top.map((t) => K.tenantKey(t.ord)))
-      return top.map((t, i) => {
-        const name = names[i]
-        // An erased tenant's `?t` is an empty tombstone (TEN-5): label it by ordinal.
-        const tenant = name === undefined || name.length === 0 ? `#${t.ord}` : K.asBuffer(name).toString("utf8")
-        return { tenant, ord: t.ord, pending: t.pending }
-      })
+      const labels = yield* tenantsApi.labels(top.map((t) => t.ord))
+      return top.map((t, i) => ({ tenant: labels[i]!, ord: t.ord, pending: t.pending }))
     })
 
   const tick = Effect.gen(function* () {
     const now = yield* Clock.currentTimeMillis
     const counters = yield* queue.aggregate
     const oldestDueAgeMs = yield* queue.oldestDueAge(now)
-    const tenants = countOf(yield* store.get("default", K.Meta.nextOrd))
+    const tenants = yield* tenantsApi.count
     const top = yield* topTenants(now)
 
     for (const f of Counters.FieldNames) yield* Metric.update(M.queue[f], counters[f])
@@ -82,18 +76,17 @@ export const make = Effect.gen(function* () {
 })
 
 /** The service plus its scheduled tick (a failed tick is logged; the next one runs on time). */
-export const layer = (options: Partial<GaugesOptions> = {}): Layer.Layer<Gauges, never, Store | Queue> =>
+export const layer = (options: Partial<GaugesOptions> = {}): Layer.Layer<Gauges, never, Queue | Tenants> =>
   Layer.effect(
     Gauges,
     Effect.gen(function* () {
       const intervalMs = options.intervalMs ?? Defaults.intervalMs
       if (!Number.isInteger(intervalMs) || intervalMs < 1) return yield* Effect.die(new Error(`gauges.intervalMs = ${intervalMs} must be >= 1`))
       const g = yield* make
-      yield* g.tick.pipe(
-        Effect.catchCause((cause) => Effect.logError("gauges: tick failed", cause)),
-        Effect.repeat(Schedule.spaced(Duration.millis(intervalMs))),
-        Effect.forkScoped
-      )
+      const once = g.tick.pipe(Effect.catchCause((cause) => Effect.logError("gauges: tick failed", cause)))
+      // The first reading before the layer is up, so every gauge is there from boot.
+      yield* once
+      yield* once.pipe(Effect.delay(Duration.millis(intervalMs)), Effect.repeat(Schedule.spaced(Duration.millis(intervalMs))), Effect.forkScoped)
       return g
     })
   )

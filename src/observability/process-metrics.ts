@@ -42,4 +42,6 @@ export const publish: Effect.Effect<NodeJS.MemoryUsage> = Effect.suspend(() => {
 
 /** The scheduled read, for the layer's scope (the first one at once). */
 export const layer = (intervalMs: number = PROCESS_METRICS_INTERVAL_MS): Layer.Layer<never> =>
-  Layer.effectDiscard(publish.pipe(Effect.repeat(Schedule.spaced(Duration.millis(intervalMs))), Effect.forkScoped))
+  Layer.effectDiscard(
+    Effect.andThen(publish, publish.pipe(Effect.delay(Duration.millis(intervalMs)), Effect.repeat(Schedule.spaced(Duration.millis(intervalMs))), Effect.forkScoped))
+  )

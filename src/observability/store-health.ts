@@ -81,6 +81,8 @@ export const layer = (options: Partial<StoreHealthOptions> = {}): Layer.Layer<ne
         ),
         Effect.catchCause((cause) => Effect.logError("store health: read failed", cause))
       )
-      yield* once.pipe(Effect.repeat(Schedule.spaced(Duration.millis(intervalMs))), Effect.forkScoped)
+      // The first read before the layer is up, so the gauges are there from boot.
+      yield* once
+      yield* once.pipe(Effect.delay(Duration.millis(intervalMs)), Effect.repeat(Schedule.spaced(Duration.millis(intervalMs))), Effect.forkScoped)
     })
   )

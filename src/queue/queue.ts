@@ -9,14 +9,21 @@
  */
 import { Context, Effect, Layer } from "effect"
 import * as Counters from "../domain/counters.js"
-import type * as K from "../domain/keys.js"
-import { Store, type StoreCorrupt, type StoreError, type StoreShape } from "../store/store.js"
+import type { Envelope } from "../domain/envelope.js"
+import * as K from "../domain/keys.js"
+import type { Op } from "../domain/ops.js"
+import { type Entry, Store, type StoreCorrupt, type StoreError, type StoreShape } from "../store/store.js"
 import { type ActiveTenant, activeTenants, oldestDueAge } from "./active.js"
+import { type ClaimedVisit, claimDue, type ClaimRequest } from "./claim.js"
 import { type DeadPage, dead, deadPage } from "./dead.js"
+import { deadSizes, dropDead } from "./dlq-drop.js"
 import { type DueEntry, dueForTenant, firstDue } from "./due.js"
+import { envelopes, tenantsOfHooks } from "./hooks.js"
 import { type CleanupOptions, type CleanupResult, cleanupMarkers, cleanupMarkersOf } from "./markers.js"
+import { archiveObligations, type Obligation, settleArchive, unreferenced } from "./obligations.js"
 import { type PurgeKind, type PurgeResult, purgeTenant } from "./purge.js"
 import { recoverInflight } from "./recovery.js"
+import { type DeliveryRow, deliveryRow, deliveryRows, type Outcome, settle } from "./settle.js"
 import { pendingForSource, type SourcePending } from "./source.js"
 import { makeTenantLocks } from "./tenant-locks.js"
 
@@ -28,6 +35,9 @@ export {
   type ActiveTenant,
   OLDEST_AGE_MAX_STALE
 } from "./active.js"
+export { type ClaimedVisit, type ClaimRequest } from "./claim.js"
+export { type Obligation } from "./obligations.js"
+export { type DeliveryRow, type Outcome } from "./settle.js"
 export { DEAD_MAX_LIMIT, DEAD_PAGE_MAX_SCANNED, DEAD_PAGE_SCAN_PAGE, type DeadItem, type DeadPage } from "./dead.js"
 export { DUE_SCAN_PAGE, type DueEntry } from "./due.js"
 export { type CleanupPoint, type CleanupResult } from "./markers.js"
@@ -44,6 +54,32 @@ export interface QueueShape {
     limit: number,
     byteBudget: number
   ) => Effect.Effect<ReadonlyArray<DueEntry>, StoreError>
+  /** Due → inflight over `requests` within `rows` and `bytes` (claim.ts); every visited tenant's rows, in request order. */
+  readonly claim: (
+    now: number,
+    requests: ReadonlyArray<ClaimRequest>,
+    rows: number,
+    bytes: number
+  ) => Effect.Effect<Array<ClaimedVisit>, StoreError>
+  /** Commit what became of claimed rows (settle.ts), one unsynced batch. */
+  readonly settle: (outcomes: ReadonlyArray<Outcome>) => Effect.Effect<void, StoreError>
+  /** A claimed row's delivery row (a first attempt of `size` bytes when not found). */
+  readonly deliveryRow: (ref: K.InflightRef, size: number) => Effect.Effect<DeliveryRow, StoreError>
+  /** Delivery rows of DLQ items, undefined where gone. */
+  readonly deliveryRows: (refs: ReadonlyArray<K.DeliveryRef>) => Effect.Effect<Array<DeliveryRow | undefined>, StoreError>
+  /** Hooks' envelopes by seq (undefined when gone or undecodable). */
+  readonly envelopes: (seqs: ReadonlyArray<number>) => Effect.Effect<Map<number, Envelope | undefined>, StoreError>
+  /** The tenants owning the hooks that still exist among `seqs`. */
+  readonly tenantsOfHooks: (seqs: ReadonlyArray<number>) => Effect.Effect<Set<string>, StoreError>
+  /** The pending counter of each tenant. */
+  readonly pendingOf: (ords: ReadonlyArray<number>) => Effect.Effect<Array<number>, StoreError>
+  /** The DLQ ceiling's reads and drop (dlq-drop.ts). */
+  readonly deadSizes: (entries: ReadonlyArray<Entry>) => Effect.Effect<Array<number>, StoreError>
+  readonly dropDead: (ord: number, entries: ReadonlyArray<Entry>) => Effect.Effect<Array<number>, StoreError>
+  /** The archive compactor's obligations and their settle, and reclaim's check (obligations.ts). */
+  readonly archiveObligations: (limit: number) => Effect.Effect<Array<Obligation>, StoreError>
+  readonly settleArchive: (settled: ReadonlyArray<Pick<Obligation, "seq" | "ord">>, extra: ReadonlyArray<Op>) => Effect.Effect<void, StoreError>
+  readonly unreferenced: (seqs: ReadonlyArray<number>) => Effect.Effect<Array<boolean>, StoreError>
   readonly firstDue: (ord: number) => Effect.Effect<DueEntry | undefined, StoreError>
   readonly cleanupMarkers: (
     ord: number,
@@ -104,6 +140,21 @@ export const make = (store: StoreShape): QueueShape => {
   const countersOf = counters(store)
   return {
     activeTenants: activeTenants(store),
+    claim: claimDue(store, withTenant),
+    settle: settle(store),
+    deliveryRow: deliveryRow(store),
+    deliveryRows: deliveryRows(store),
+    envelopes: envelopes(store),
+    tenantsOfHooks: tenantsOfHooks(store),
+    pendingOf: (ords) =>
+      ords.length === 0
+        ? Effect.succeed([])
+        : store.getCounters("counters", ords.map((o) => K.counterKey(o, Counters.Fields.pending))).pipe(Effect.map((vs) => vs.map((v) => Number(v ?? 0n)))),
+    deadSizes: deadSizes(store),
+    dropDead: dropDead(store, withTenant),
+    archiveObligations: archiveObligations(store),
+    settleArchive: settleArchive(store),
+    unreferenced: unreferenced(store),
     dueForTenant: dueForTenant(store),
     firstDue: firstDue(store),
     cleanupMarkers: cleanupMarkers(store),

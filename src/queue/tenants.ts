@@ -19,6 +19,8 @@ export interface TenantsShape {
   readonly ord: (tenantId: string) => Effect.Effect<number, TenantNotFound | StoreError>
   /** `?t` point read; an empty value is an erased tenant's tombstone (TEN-5). */
   readonly name: (ord: number) => Effect.Effect<string, TenantNotFound | StoreError>
+  /** Labels of ordinals for metrics, one multi-get: the tenant id, or `#<ord>` for an erased (or unknown) one. */
+  readonly labels: (ords: ReadonlyArray<number>) => Effect.Effect<Array<string>, StoreError>
   /** Ordinals ever allocated, tombstones included: `m:next_ord - 1`, one point read. */
   readonly count: Effect.Effect<number, StoreError>
 }
@@ -42,6 +44,13 @@ export const make = Effect.gen(function* () {
                 ? Effect.fail(new TenantNotFound({ ord }))
                 : Effect.succeed(Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("utf8"))
             )
+          ),
+    labels: (ords) =>
+      ords.length === 0
+        ? Effect.succeed([])
+        : store.multiGet("tenants", ords.map(tenantKey)).pipe(
+            // An erased tenant's `?t` is an empty tombstone (TEN-5).
+            Effect.map((names) => names.map((v, i) => (v === undefined || v.length === 0 ? `#${ords[i]}` : Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("utf8"))))
           ),
     count: store.get("default", Meta.nextOrd).pipe(Effect.map(countOf))
   }

@@ -7,16 +7,17 @@
 import { Cause, Clock, Context, Data, Effect, Exit, Fiber, Layer, Metric, Queue, Semaphore } from "effect"
 import * as Dedupe from "../domain/dedupe.js"
 import * as Deliveries from "../domain/deliveries.js"
-import { DEFAULT_TENANT, encodeEnvelope } from "../domain/envelope.js"
 import * as HookId from "../domain/hook-id.js"
 import * as Keys from "../domain/keys.js"
 import { type Op, put } from "../domain/ops.js"
 import * as TenantOrds from "../domain/tenants.js"
 import { TenantLimit } from "../domain/tenants.js"
 import { Store, type StoreError, type StoreShape } from "../store/store.js"
+import { tenants as tenantsGauge } from "../observability/delivery-metrics.js"
 import * as WriterMetrics from "../observability/writer-metrics.js"
 import { resolveOptions, type WriterOptions } from "./writer-options.js"
 import { Wake } from "./wake.js"
+import { buildHooks, type Item, type Owner, ownersOf } from "./writer-batch.js"
 
 export interface IngestRequest {
   /** null means "default". */
@@ -74,19 +75,6 @@ export class Writer extends Context.Service<Writer, WriterShape>()("ankusa/Write
 
 export { Defaults, Ranges, type WriterOptions } from "./writer-options.js"
 
-interface Item {
-  readonly req: IngestRequest
-  readonly done: (exit: Exit.Exit<IngestResult, SubmitError>) => void
-  readonly bytes: number
-}
-
-/** The requests of a batch that share one hook: the first, and later ones with its idempotency key. */
-interface Owner {
-  readonly items: Array<Item>
-  readonly req: IngestRequest
-  readonly tenant: string
-}
-
 const MAX_SINKS = 0x1_0000
 
 const invalidity = (req: IngestRequest): string | undefined => {
@@ -98,7 +86,6 @@ const invalidity = (req: IngestRequest): string | undefined => {
   return undefined
 }
 
-const latin1 = (b: Uint8Array) => Keys.asBuffer(b).toString("latin1")
 
 /** Where seqs and ordinals continue: the persisted counters, never below the highest hook (a store written before `m:next_seq`). */
 const loadState = (store: StoreShape) =>
@@ -123,6 +110,8 @@ export const make = (options: WriterOptions = {}) =>
     const wake = yield* Wake
     // Advanced only after a commit succeeds: a failed commit allocates nothing.
     const state = yield* loadState(store)
+    // `ankusa_tenants` from boot, and then from each commit that allocates (before its answers).
+    yield* Metric.update(tenantsGauge, state.nextOrd - 1)
     // TEN-1 §2: tenant id → ord, written only here and only after a commit; cleared whole when full.
     const cache = new Map<string, number>()
     const queue = yield* Queue.dropping<Item>(o.queueCapacity)
@@ -157,33 +146,15 @@ export const make = (options: WriterOptions = {}) =>
 
         // Idempotency: requests sharing (tenant, key) in this batch share one hook;
         // one multi-get of the batch's keys finds earlier hooks.
-        const owners: Array<Owner> = []
-        const keyed = new Map<string, { readonly owner: Owner; readonly key: Uint8Array }>()
-        for (const it of items) {
-          const tenant = it.req.tenantId ?? DEFAULT_TENANT
-          if (it.req.idempotencyKey === null) {
-            owners.push({ items: [it], req: it.req, tenant })
-            continue
-          }
-          const key = Keys.dedupeKey(tenant, it.req.idempotencyKey)
-          const seen = keyed.get(latin1(key))
-          if (seen !== undefined) {
-            seen.owner.items.push(it)
-            continue
-          }
-          const owner: Owner = { items: [it], req: it.req, tenant }
-          owners.push(owner)
-          keyed.set(latin1(key), { owner, key })
-        }
+        const { owners, keyed } = ownersOf(items)
         const duplicates = new Set<Owner>()
-        if (keyed.size > 0) {
-          const entries = [...keyed.values()]
-          const found = yield* store.multiGet("index", entries.map((e) => e.key))
-          for (let i = 0; i < entries.length; i++) {
+        if (keyed.length > 0) {
+          const found = yield* store.multiGet("index", keyed.map((e) => e.key))
+          for (let i = 0; i < keyed.length; i++) {
             const first = Dedupe.live(found[i], now)
             if (first === undefined) continue
-            duplicates.add(entries[i]!.owner)
-            yield* succeed(entries[i]!.owner.items, { id: first.id, seq: first.seq, duplicate: true })
+            duplicates.add(keyed[i]!.owner)
+            yield* succeed(keyed[i]!.owner.items, { id: first.id, seq: first.seq, duplicate: true })
           }
         }
         const fresh = owners.filter((w) => !duplicates.has(w))
@@ -214,36 +185,13 @@ export const make = (options: WriterOptions = {}) =>
           })
         }
 
-        let nextSeq = state.nextSeq
-        const transitions: Array<Deliveries.Transition> = []
-        const extra: Array<Op> = []
-        const answers: Array<[Owner, IngestResult]> = []
-        for (const w of fresh) {
-          const ord = ords.get(w.tenant)
-          if (ord === undefined) {
-            yield* fail(w.items, new TenantLimit({ max: o.tenantsMax }))
-            continue
-          }
-          const seq = nextSeq++
-          const id = HookId.make(state.node, seq)
-          const { req } = w
-          const envelope = encodeEnvelope({
-            id,
-            tenantId: req.tenantId,
-            sourceId: req.sourceId,
-            receivedAt: now,
-            contentType: req.contentType,
-            headers: req.headers,
-            sinks: req.sinks,
-            idempotencyKey: req.idempotencyKey,
-            body: req.body
-          })
-          transitions.push(Deliveries.ingest({ seq, ord, envelope, sinkCount: req.sinks.length, at: now, archive: req.archive }))
-          if (req.idempotencyKey !== null) {
-            extra.push(...Dedupe.record(w.tenant, req.idempotencyKey, { seq, id, expiresAt: now + o.dedupeWindowMs }))
-          }
-          answers.push([w, { id, seq, duplicate: false }])
-        }
+        const { transitions, extra, answers, refused, nextSeq } = buildHooks(fresh, ords, {
+          nextSeq: state.nextSeq,
+          node: state.node,
+          now,
+          dedupeWindowMs: o.dedupeWindowMs
+        })
+        for (const w of refused) yield* fail(w.items, new TenantLimit({ max: o.tenantsMax }))
         if (transitions.length === 0) return
 
         extra.push(...allocations)
@@ -256,6 +204,7 @@ export const make = (options: WriterOptions = {}) =>
         yield* Metric.update(WriterMetrics.batchRequests, items.length)
 
         state.nextSeq = nextSeq
+        if (nextOrd !== state.nextOrd) yield* Metric.update(tenantsGauge, nextOrd - 1)
         state.nextOrd = nextOrd
         for (const [tenant, ord] of ords) {
           if (cache.size >= o.tenantCacheEntries && !cache.has(tenant)) cache.clear()

@@ -15,6 +15,7 @@ import * as Archive from "../../src/lifecycle/archive.js"
 import { Store } from "../../src/store/store.js"
 import { makeRocksDbStore } from "../../src/store/rocksdb.js"
 import { envelopeOf } from "../lifecycle-helpers.js"
+import * as Queue from "../../src/queue/queue.js"
 
 export const PER_BATCH = 25
 export const SEGMENT_BYTES = 16 * 1024
@@ -32,7 +33,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         const archive = yield* Archive.make(
           { dir: archiveDir!, enabled: true, segmentBytes: SEGMENT_BYTES, blockBytes: BLOCK_BYTES, chunk: 40 },
           pause ? { afterAppend: Effect.sync(() => process.stdout.write("appended\n")).pipe(Effect.andThen(Effect.never)) } : {}
-        ).pipe(Effect.provideService(Store, store))
+        ).pipe(Effect.provideService(Store, store), Effect.provideService(Queue.Queue, Queue.make(store)))
         const last = yield* store.first("hooks", K.familyDataRange(K.Families.hooks), { reverse: true })
         let seq = last === undefined ? 1 : K.decodeHookKey(last.key) + 1
         for (;;) {

@@ -1,0 +1,96 @@
+/**
+ * The pure steps of one Writer batch (TEN-1 §2, §3): group requests by idempotency key, then build
+ * the hooks, their rows and dedupe records for the requests that are new. No I/O: the Writer
+ * (writer.ts) reads what these need, and writes what they build.
+ */
+import type { Exit } from "effect"
+import * as Dedupe from "../domain/dedupe.js"
+import { DEFAULT_TENANT, encodeEnvelope } from "../domain/envelope.js"
+import * as HookId from "../domain/hook-id.js"
+import * as Keys from "../domain/keys.js"
+import type { Op } from "../domain/ops.js"
+import { ingest, type Transition } from "../domain/deliveries.js"
+import type { IngestRequest, IngestResult, SubmitError } from "./writer.js"
+
+export interface Item {
+  readonly req: IngestRequest
+  readonly done: (exit: Exit.Exit<IngestResult, SubmitError>) => void
+  readonly bytes: number
+}
+
+/** The requests of a batch that share one hook: the first, and later ones with its idempotency key. */
+export interface Owner {
+  readonly items: Array<Item>
+  readonly req: IngestRequest
+  readonly tenant: string
+}
+
+const latin1 = (b: Uint8Array) => Keys.asBuffer(b).toString("latin1")
+
+/** Requests sharing (tenant, key) in this batch share one owner; the keyed owners, for one multi-get of earlier hooks. */
+export const ownersOf = (items: ReadonlyArray<Item>) => {
+  const owners: Array<Owner> = []
+  const keyed = new Map<string, { readonly owner: Owner; readonly key: Uint8Array }>()
+  for (const it of items) {
+    const tenant = it.req.tenantId ?? DEFAULT_TENANT
+    if (it.req.idempotencyKey === null) {
+      owners.push({ items: [it], req: it.req, tenant })
+      continue
+    }
+    const key = Keys.dedupeKey(tenant, it.req.idempotencyKey)
+    const seen = keyed.get(latin1(key))
+    if (seen !== undefined) {
+      seen.owner.items.push(it)
+      continue
+    }
+    const owner: Owner = { items: [it], req: it.req, tenant }
+    owners.push(owner)
+    keyed.set(latin1(key), { owner, key })
+  }
+  return { owners, keyed: [...keyed.values()] }
+}
+
+export interface Built {
+  readonly transitions: Array<Transition>
+  /** The dedupe records of the keyed hooks. */
+  readonly extra: Array<Op>
+  readonly answers: Array<readonly [Owner, IngestResult]>
+  /** Owners whose tenant got no ordinal (past `tenants.max`). */
+  readonly refused: Array<Owner>
+  readonly nextSeq: number
+}
+
+/** The hooks of the new owners, seqs from `nextSeq` on, received at `now`. */
+export const buildHooks = (
+  fresh: ReadonlyArray<Owner>,
+  ords: ReadonlyMap<string, number>,
+  at: { readonly nextSeq: number; readonly node: string; readonly now: number; readonly dedupeWindowMs: number }
+): Built => {
+  let nextSeq = at.nextSeq
+  const out: Built = { transitions: [], extra: [], answers: [], refused: [], nextSeq }
+  for (const w of fresh) {
+    const ord = ords.get(w.tenant)
+    if (ord === undefined) {
+      out.refused.push(w)
+      continue
+    }
+    const seq = nextSeq++
+    const id = HookId.make(at.node, seq)
+    const { req } = w
+    const envelope = encodeEnvelope({
+      id,
+      tenantId: req.tenantId,
+      sourceId: req.sourceId,
+      receivedAt: at.now,
+      contentType: req.contentType,
+      headers: req.headers,
+      sinks: req.sinks,
+      idempotencyKey: req.idempotencyKey,
+      body: req.body
+    })
+    out.transitions.push(ingest({ seq, ord, envelope, sinkCount: req.sinks.length, at: at.now, archive: req.archive }))
+    if (req.idempotencyKey !== null) out.extra.push(...Dedupe.record(w.tenant, req.idempotencyKey, { seq, id, expiresAt: at.now + at.dedupeWindowMs }))
+    out.answers.push([w, { id, seq, duplicate: false }])
+  }
+  return { ...out, nextSeq }
+}
