@@ -20,6 +20,7 @@ export const BENCHES: ReadonlyArray<{ readonly name: string; readonly optional?:
   { name: "dispatch-tick-bench" },
   { name: "ingest-bench" },
   { name: "delivery-bench" },
+  { name: "noisy-neighbour" },
   { name: "migration-bench" },
   { name: "memory" },
   { name: "soak", optional: true }

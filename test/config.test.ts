@@ -101,7 +101,7 @@ describe("config", () => {
     const yaml = "http: {prot: 8080}\nlog: {levle: debug}\n"
     await withFile("ankusa.yaml", yaml, async (file) =>
       expect(await message({ file, env: {} })).toBe(
-        `config error at http.prot (file ${file}): is unexpected, expected: "host" | "port" | "demoSink"\n` +
+        `config error at http.prot (file ${file}): is unexpected, expected: "host" | "port" | "demoSink" | "console"\n` +
           `config error at log.levle (file ${file}): is unexpected, expected: "level"`
       )
     )

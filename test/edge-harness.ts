@@ -1,7 +1,7 @@
 /**
  * The HTTP edge over real services for the edge tests: RocksDB in a temp dir
- * (or a given store layer), the Writer, Queue, Tenants, Quarantine, Audit and
- * Replay, and the server on 127.0.0.1 port 0. Requests go through `fetch`.
+ * (or a given store layer), the Writer, Queue, Tenants, Limits, Quarantine,
+ * Audit and Replay, and the server on 127.0.0.1 port 0. Requests go through `fetch`.
  */
 import { Context, Effect, Layer, Result, type Scope } from "effect"
 import { HttpServer } from "effect/http"
@@ -12,6 +12,7 @@ import * as Cfg from "../src/domain/config.js"
 import * as Audit from "../src/lifecycle/audit.js"
 import * as Gate from "../src/http/gate.js"
 import * as Http from "../src/http/server.js"
+import * as Limits from "../src/queue/limits.js"
 import * as Quarantine from "../src/lifecycle/quarantine.js"
 import * as Queue from "../src/queue/queue.js"
 import * as Replay from "../src/queue/replay.js"
@@ -53,6 +54,7 @@ export interface EdgeOptions {
 export const services = (config: Cfg.Config) =>
   Layer.mergeAll(
     Tenants.layer,
+    Limits.layer(config.tenants.limits),
     // No pipeline here: the Writer's wakes go to a Wake nobody waits on.
     Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs }).pipe(Layer.provide(Wake.layer)),
     Quarantine.layer(),

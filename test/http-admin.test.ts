@@ -251,7 +251,7 @@ describe("http admin", () => {
         expect(yield* countersOf(edge, "globex")).toEqual(globexBefore)
         expect((yield* call(edge, GLOBAL, "/v1/quarantine")).body.items.map((r: any) => r.tenant)).toEqual(["globex"])
         const t = yield* call(edge, GLOBEX, "/v1/tenants/globex")
-        expect(t.body).toEqual({ tenant: "globex", ...globexBefore })
+        expect(t.body).toEqual({ tenant: "globex", ...globexBefore, limits: config.tenants.limits, limits_override: {} })
 
         expect((yield* call(edge, ACME, "/v1/tenants/acme/queue", { method: "DELETE" })).body.error).toBe("bad_query")
         expect((yield* call(edge, GLOBAL, "/v1/tenants/nobody")).body.error).toBe("unknown_tenant")

@@ -69,6 +69,8 @@ const everyDocumentedSeries = async () => {
       gauges: { intervalMs: 1000 },
       // Fewer inflight slots than rows: the held sink keeps the rest pending.
       pipeline: { maxInflight: 2 },
+      // A tenant cap of one row inflight: the held call holds it, so the tenant shows as throttled.
+      tenants: { limits: { maxInflight: 1 } },
       sinks: [
         { name: "demo", url: "{self}/_demo/sink" },
         { name: "held", url: `http://127.0.0.1:${(sink.address() as AddressInfo).port}/in`, concurrency: 1, timeoutMs: 60_000 }

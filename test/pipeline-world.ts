@@ -18,6 +18,7 @@ import * as Wake from "../src/queue/wake.js"
 import { Store, type StoreShape } from "../src/store/store.js"
 import { layerMemory } from "../src/store/memory.js"
 import { layerRocksDb } from "../src/store/rocksdb.js"
+import type { RetrySchedule } from "../src/domain/retry-schedule.js"
 
 export const tempDir = Effect.acquireRelease(
   Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-pipeline-"))),
@@ -39,6 +40,20 @@ const build = (storeLayer: Layer.Layer<Store, unknown>) =>
 /** RocksDB in a fresh temp dir, removed after the scope (the store closes first). */
 export const rocksWorld = Effect.flatMap(tempDir, (dir) => build(layerRocksDb(dir)))
 export const memoryWorld = build(layerMemory())
+
+/** A quick retry schedule: three retries 50 ms apart. */
+export const fast: RetrySchedule = { delaysMs: [50, 50, 50], jitter: 0, maxRetryAfterMs: 5_000 }
+
+/** A sink of the pipeline's options with test defaults (5 s timeout, concurrency 4, `fast` retries). */
+export const sinkOf = (name: string, url: string, o: Partial<Pipeline.SinkOptions> = {}): Pipeline.SinkOptions => ({
+  name,
+  url,
+  timeoutMs: 5_000,
+  headers: {},
+  concurrency: 4,
+  retry: fast,
+  ...o
+})
 
 /** A started pipeline and the effect that shuts it down (also run when the test's scope ends). */
 export const startPipeline = (world: World, input: Pipeline.Input) =>

@@ -11,22 +11,10 @@ import type { RetrySchedule } from "../src/domain/retry-schedule.js"
 import * as Signature from "../src/domain/signature.js"
 import * as M from "../src/observability/delivery-metrics.js"
 import * as Queue from "../src/queue/queue.js"
-import { COMMIT_RETRY_MS, FIRST_SCAN_TENANTS, type SinkOptions } from "../src/delivery/pipeline.js"
+import { COMMIT_RETRY_MS, type SinkOptions } from "../src/delivery/pipeline.js"
 import { Store, StoreError } from "../src/store/store.js"
-import { makeIngest, memoryWorld, rocksWorld, startPipeline, until, type World } from "./pipeline-world.js"
+import { fast, makeIngest, memoryWorld, rocksWorld, sinkOf, startPipeline, until, type World } from "./pipeline-world.js"
 import { type Received, startSink } from "./sink-server.js"
-
-const fast: RetrySchedule = { delaysMs: [50, 50, 50], jitter: 0, maxRetryAfterMs: 5_000 }
-
-const sinkOf = (name: string, url: string, o: Partial<SinkOptions> = {}): SinkOptions => ({
-  name,
-  url,
-  timeoutMs: 5_000,
-  headers: {},
-  concurrency: 4,
-  retry: fast,
-  ...o
-})
 
 const secret = () => `whsec_${randomBytes(24).toString("base64")}`
 const header = (h: IncomingHttpHeaders) => (name: string) => {
@@ -45,17 +33,6 @@ const row = (w: World, seq: number, sink: number) =>
 const gaps = (rs: ReadonlyArray<Received>) => rs.slice(1).map((r, i) => r.at - rs[i]!.at)
 
 /** A memory world whose Queue records the `limit` of every `activeTenants` call (the tick's marker scans). */
-const limitRecordingWorld = Effect.gen(function* () {
-  const w = yield* memoryWorld
-  const limits: Array<number | undefined> = []
-  const queue: Queue.QueueShape = {
-    ...w.queue,
-    activeTenants: (now, limit) => Effect.sync(() => limits.push(limit)).pipe(Effect.andThen(w.queue.activeTenants(now, limit)))
-  }
-  const counted: World = { ...w, queue, context: Context.add(w.context, Queue.Queue, queue) }
-  return { w, limits, counted }
-})
-
 describe("pipeline", () => {
   it.live("a hook is delivered to every sink of its route", () =>
     Effect.gen(function* () {
@@ -229,64 +206,63 @@ describe("pipeline", () => {
     })
   )
 
-  it.live(
-    "across tenants rows are claimed oldest second first (replaces strict cross-tenant oldest-first, TEN-1 §5)",
-    () =>
-      Effect.gen(function* () {
-        // TEN-1 §5 amends the old statement "rows are claimed oldest first across the node":
-        // tenants are visited in active-marker order (oldest second first, ties by ordinal) and each
-        // visited tenant gives its due rows in `at` order before the next tenant is visited.
-        const sink = yield* startSink()
-        const w = yield* memoryWorld
-        const ingest = makeIngest(w.store)
-        const s = Math.floor(Date.now() / 1000) * 1000 - 20_000
-        const hooks = yield* ingest([
-          { tenant: "a", sinks: ["s"], at: s + 100 },
-          { tenant: "b", sinks: ["s"], at: s + 1_200 },
-          { tenant: "a", sinks: ["s"], at: s + 2_500 },
-          { tenant: "c", sinks: ["s"], at: s + 900 }
-        ])
-        const { pipeline } = yield* startPipeline(w, { tickMs: 60_000, sinks: [sinkOf("s", sink.url)] })
-        const r = yield* pipeline.tick
-        const ats = r.claimed.map((d) => d.at - s)
-        // Oldest second first: a (second 0) takes all its rows, then c (second 0), then b (second 1).
-        expect(ats).toEqual([100, 2_500, 900, 1_200])
-        // Not strict oldest-first, which would interleave tenants by `at`.
-        expect(ats).not.toEqual([100, 900, 1_200, 2_500])
-        expect(r.visited).toEqual([hooks[0]!.ord, hooks[3]!.ord, hooks[1]!.ord])
-
-        // The same rule over random tenants and times.
-        yield* Effect.promise(() =>
-          fc.assert(
-            fc.asyncProperty(
-              fc.array(fc.record({ tenant: fc.integer({ min: 1, max: 6 }), off: fc.integer({ min: 0, max: 6_000 }) }), { minLength: 1, maxLength: 30 }),
-              (rows) =>
-                Effect.runPromise(
-                  Effect.scoped(
-                    Effect.gen(function* () {
-                      const w = yield* memoryWorld
-                      const ingest = makeIngest(w.store)
-                      const base = Date.now() - 30_000
-                      const hs = yield* ingest(rows.map((x) => ({ tenant: `t${x.tenant}`, sinks: ["s"], at: base + x.off })))
-                      const { pipeline } = yield* startPipeline(w, { tickMs: 60_000, sinks: [sinkOf("s", sink.url)] })
-                      const got = (yield* pipeline.tick).claimed
-                      const firstBucket = new Map<number, number>()
-                      for (const h of hs) firstBucket.set(h.ord, Math.min(firstBucket.get(h.ord) ?? Infinity, K.bucketOf(h.at)))
-                      const want = hs
-                        .map((h) => ({ ord: h.ord, at: h.at, seq: h.seq, sink: 0 }))
-                        .sort(
-                          (x, y) =>
-                            firstBucket.get(x.ord)! - firstBucket.get(y.ord)! || x.ord - y.ord || x.at - y.at || x.seq - y.seq
-                        )
-                      expect(got).toEqual(want)
+  it.live("across tenants rows are claimed by deficit round-robin, within a tenant in at order (replaces oldest second first, TEN-3)", () =>
+    Effect.gen(function* () {
+      // TEN-3 replaces TEN-1 §5's "oldest second first": each tick every tenant with work gets its
+      // weight's share of the claim (equal weights here), and a tenant's own rows come in `at` order.
+      // There is no order across tenants beyond the round.
+      const sink = yield* startSink(() => ({ status: 204, delayMs: 30_000 }))
+      yield* Effect.promise(() =>
+        fc.assert(
+          fc.asyncProperty(
+            fc.array(fc.record({ tenant: fc.integer({ min: 1, max: 5 }), off: fc.integer({ min: 0, max: 6_000 }) }), { minLength: 1, maxLength: 40 }),
+            fc.integer({ min: 1, max: 12 }),
+            (rows, claimLimit) =>
+              Effect.runPromise(
+                Effect.scoped(
+                  Effect.gen(function* () {
+                    const w = yield* memoryWorld
+                    const base = Date.now() - 30_000
+                    const hs = yield* makeIngest(w.store)(rows.map((x) => ({ tenant: `t${x.tenant}`, sinks: ["s"], at: base + x.off })))
+                    const { pipeline } = yield* startPipeline(w, {
+                      tickMs: 60_000,
+                      claimLimit,
+                      maxInflight: 1_000,
+                      graceMs: 0,
+                      sinks: [sinkOf("s", sink.url, { timeoutMs: 60_000 })]
                     })
-                  )
+                    const left = new Map<number, number>()
+                    for (const h of hs) left.set(h.ord, (left.get(h.ord) ?? 0) + 1)
+                    const claimed: Array<K.DueRef> = []
+                    for (;;) {
+                      const r = yield* pipeline.tick
+                      if (r.claimed.length === 0) break
+                      // Work-conserving: a tick claims the whole budget while rows are left.
+                      const remaining = [...left.values()].reduce((a, b) => a + b, 0)
+                      expect(r.claimed.length).toBe(Math.min(claimLimit, remaining))
+                      // Equal shares: no tenant with rows left gets more than one row beyond another's share.
+                      const per = new Map<number, number>()
+                      for (const d of r.claimed) per.set(d.ord, (per.get(d.ord) ?? 0) + 1)
+                      const share = Math.max(1, claimLimit / [...left.values()].filter((n) => n > 0).length)
+                      for (const [ord, n] of per) expect(n <= Math.ceil(share) + 1 || n === left.get(ord)).toBe(true)
+                      for (const [ord, n] of per) left.set(ord, left.get(ord)! - n)
+                      claimed.push(...r.claimed)
+                    }
+                    // Every row once; within each tenant, in `at` order.
+                    expect(claimed).toHaveLength(hs.length)
+                    for (const ord of new Set(hs.map((h) => h.ord))) {
+                      const mine = claimed.filter((d) => d.ord === ord)
+                      const want = hs.filter((h) => h.ord === ord).map((h) => ({ ord, at: h.at, seq: h.seq, sink: 0 })).sort((x, y) => x.at - y.at || x.seq - y.seq)
+                      expect(mine).toEqual(want)
+                    }
+                  })
                 )
-            ),
-            { numRuns: 10 }
-          )
+              )
+          ),
+          { numRuns: 15 }
         )
-      })
+      )
+    })
   )
 
   it.live("a tick visits only tenants with work", () =>
@@ -312,11 +288,11 @@ describe("pipeline", () => {
     })
   )
 
-  it.live("a tick reads the markers of no more tenants than it can claim rows, and still removes every marker its claims made stale", () =>
+  it.live("a tick removes every marker its claims made stale, whichever tenants it served", () =>
     Effect.gen(function* () {
       // A sink that never answers in time: no outcome commits, so no tick runs but the test's.
       const sink = yield* startSink(() => ({ status: 204, delayMs: 30_000 }))
-      const { w, limits, counted } = yield* limitRecordingWorld
+      const w = yield* memoryWorld
       const ingest = makeIngest(w.store)
       const s0 = K.bucketOf(Date.now()) - 30
       // Tenant a: one row in each of seconds s0..s9; tenants b..f: one row in s0.
@@ -329,21 +305,22 @@ describe("pipeline", () => {
           Effect.map((es) => es.map((e) => K.decodeActiveKey(e.key)))
         )
       const ordA = hooks[0]!.ord
-      const { pipeline } = yield* startPipeline(counted, {
+      const { pipeline } = yield* startPipeline(w, {
         tickMs: 60_000,
         claimLimit: 5,
+        maxInflight: 1_000,
         graceMs: 0,
         sinks: [sinkOf("s", sink.url, { concurrency: 1, timeoutMs: 60_000 })]
       })
       const r = yield* pipeline.tick
-      // Five rows to claim: five tenants asked for, though six have work; a gives all five.
-      expect(limits).toEqual([5])
-      expect(r.visited).toEqual([ordA])
-      expect(r.claimed.map((d) => K.bucketOf(d.at) - s0)).toEqual([0, 1, 2, 3, 4])
-      // The scan saw only a's marker of s0, yet the markers of s1..s4, emptied by the claim, are gone too.
+      // Five rows for six tenants: one row each for the first five of the round.
+      expect(r.claimed).toHaveLength(5)
+      expect(new Set(r.claimed.map((d) => d.ord)).size).toBe(5)
+      // Every marker whose second the claim emptied is gone; a's later seconds keep theirs.
+      const claimedOrds = new Set(r.claimed.map((d) => d.ord))
       const left = yield* markers()
-      expect(left.filter((m) => m.ord === ordA).map((m) => m.bucket - s0)).toEqual([5, 6, 7, 8, 9])
-      expect(left.filter((m) => m.ord !== ordA).map((m) => m.bucket - s0)).toEqual([0, 0, 0, 0, 0])
+      expect(left.filter((m) => m.ord === ordA).map((m) => m.bucket - s0)).toEqual(claimedOrds.has(ordA) ? [1, 2, 3, 4, 5, 6, 7, 8, 9] : [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+      expect(left.filter((m) => m.ord !== ordA).map((m) => m.ord)).toEqual(hooks.slice(10).map((h) => h.ord).filter((o) => !claimedOrds.has(o)))
       // Drain the rest by hand: every row claimed once, and no marker left behind.
       const claimed = [...r.claimed]
       for (;;) {
@@ -352,39 +329,8 @@ describe("pipeline", () => {
         claimed.push(...next.claimed)
       }
       expect(claimed.map((d) => d.seq).sort((x, y) => x - y)).toEqual(hooks.map((h) => h.seq))
+      yield* pipeline.tick
       expect(yield* markers()).toEqual([])
-    })
-  )
-
-  it.live("a tick scans for more tenants only when the first ones leave rows to claim", () =>
-    Effect.gen(function* () {
-      const sink = yield* startSink(() => ({ status: 204, delayMs: 30_000 }))
-      const { w, limits, counted } = yield* limitRecordingWorld
-      const ingest = makeIngest(w.store)
-      const at = (K.bucketOf(Date.now()) - 30) * 1000
-      // 20 tenants with one row each, then one with 100 rows, all in one second: marker order is ordinal order.
-      const hooks = yield* ingest([
-        ...Array.from({ length: 20 }, (_, i) => ({ tenant: `t${i}`, sinks: ["s"], at })),
-        ...Array.from({ length: 100 }, () => ({ tenant: "big", sinks: ["s"], at: at + 1 }))
-      ])
-      const ords = [...new Set(hooks.map((h) => h.ord))]
-      const { pipeline } = yield* startPipeline(counted, {
-        tickMs: 60_000,
-        claimLimit: 30,
-        graceMs: 0,
-        sinks: [sinkOf("s", sink.url, { concurrency: 1, timeoutMs: 60_000 })]
-      })
-      // The first 16 tenants give one row each: 14 rows left, so the tick scans again (for up to 30).
-      const first = yield* pipeline.tick
-      expect(limits).toEqual([FIRST_SCAN_TENANTS, 30])
-      expect(first.visited).toEqual(ords.slice(0, 21))
-      expect(first.claimed).toHaveLength(30)
-      // Now "big" comes first and fills the tick alone: one scan.
-      limits.length = 0
-      const second = yield* pipeline.tick
-      expect(limits).toEqual([FIRST_SCAN_TENANTS])
-      expect(second.visited).toEqual([ords[20]])
-      expect(second.claimed).toHaveLength(30)
     })
   )
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import ts from "typescript"
 
 // TEN-1 §3, §9: only src/domain/deliveries.ts builds a ?D, ?F, ?X or ?A key (and format 2's ?d/?f).
 const CONSTRUCTORS = [
@@ -122,6 +123,46 @@ const transitionUses = (file: string, source: string): Array<string> => {
   return uses
 }
 
+const MAX_FILE_LINES = 400
+const MAX_FUNCTION_LINES = 80
+
+/**
+ * Functions longer than MAX_FUNCTION_LINES of their own (the lines of nested functions of five
+ * lines or more left out: a service's `make` is the sum of its parts), unless a comment just
+ * before the function, or before the statement it is in, says "over 80 lines" and why.
+ */
+const longFunctions = (file: string, text: string): Array<{ readonly line: number; readonly lines: number }> => {
+  const src = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true)
+  const lineOf = (p: number) => src.getLineAndCharacterOfPosition(p).line
+  const explained = (n: ts.Node): boolean => {
+    for (let m: ts.Node | undefined = n; m !== undefined && !ts.isSourceFile(m); m = m.parent) {
+      const comments = ts.getLeadingCommentRanges(text, m.getFullStart()) ?? []
+      if (comments.some((c) => /over 80 lines/i.test(text.slice(c.pos, c.end)))) return true
+      if (ts.isStatement(m)) break
+    }
+    return false
+  }
+  const out: Array<{ line: number; lines: number }> = []
+  const visit = (n: ts.Node) => {
+    if (ts.isFunctionLike(n) && (n as ts.FunctionLikeDeclarationBase).body !== undefined) {
+      const own = new Set<number>()
+      for (let l = lineOf(n.getStart()); l <= lineOf(n.end); l++) own.add(l)
+      const strip = (m: ts.Node): void => {
+        if (m !== n && ts.isFunctionLike(m) && lineOf(m.end) - lineOf(m.getStart()) >= 5) {
+          for (let l = lineOf(m.getStart()) + 1; l <= lineOf(m.end); l++) own.delete(l)
+          return
+        }
+        ts.forEachChild(m, strip)
+      }
+      ts.forEachChild(n, strip)
+      if (own.size > MAX_FUNCTION_LINES && !explained(n)) out.push({ line: lineOf(n.getStart()) + 1, lines: own.size })
+    }
+    ts.forEachChild(n, visit)
+  }
+  visit(src)
+  return out
+}
+
 const WINGS = ["domain", "store", "queue", "delivery", "lifecycle", "observability", "http", "config", "programs"]
 
 describe("source rules", () => {
@@ -233,5 +274,18 @@ describe("source rules", () => {
     expect(transitionUses(probe, `import * as K from "../domain/keys.js"\nK.deadKey(1, 2, 3)`)).toEqual(["K.deadKey"])
     expect(transitionUses(probe, `store.get("deliveries", key)`)).toEqual(['names the deliveries family'])
     expect(transitionUses(probe, `import type { Transition } from "../domain/deliveries.js"`)).toEqual([])
+  })
+
+  it("no file over 400 lines, no function over 80 lines of its own without a comment saying why", () => {
+    const files = tsFiles(SRC)
+    const long = files.map((f) => [path.relative(SRC, f), fs.readFileSync(f, "utf8").split("\n").length - 1] as const).filter(([, n]) => n > MAX_FILE_LINES)
+    expect(long).toEqual([])
+    const functions = files.flatMap((f) => longFunctions(f, fs.readFileSync(f, "utf8")).map((l) => `${path.relative(SRC, f)}:${l.line} (${l.lines} lines)`))
+    expect(functions).toEqual([])
+    // The measure: a function's own lines, its nested functions of five lines or more left out.
+    const body = Array.from({ length: 85 }, (_, i) => `  const v${i} = ${i}`).join("\n")
+    expect(longFunctions("probe.ts", `export const f = () => {\n${body}\n}`)).toHaveLength(1)
+    expect(longFunctions("probe.ts", `export const f = () => {\n  const g = () => {\n${body}\n  }\n  return g\n}`).map((l) => l.line)).toEqual([2])
+    expect(longFunctions("probe.ts", `/** Over 80 lines because it is one table. */\nexport const f = () => {\n${body}\n}`)).toEqual([])
   })
 })

@@ -321,8 +321,9 @@ describe("Writer", () => {
     Effect.gen(function* () {
       const db = new MemoryDb()
       let woken = 0
-      // A Wake that counts its signals (the pipeline's waits are not needed here).
-      const wake = Layer.succeed(Wake, { signal: Effect.sync(() => void woken++), await: Effect.never })
+      // A Wake that counts its signals, with or without tenants (the pipeline's waits are not needed here).
+      const signal = Effect.sync(() => void woken++)
+      const wake = Layer.succeed(Wake, { signal, hint: () => signal, await: Effect.never, takeHints: () => [] })
       const layer = Layer.mergeAll(writerLayer().pipe(Layer.provide(wake))).pipe(
         Layer.provideMerge(layerMemory({ db }))
       )

@@ -7,7 +7,7 @@
  * (file ankusa.yaml): ...`). docs/configuration.md lists every key and variable.
  */
 import { Config, ConfigProvider, Context, Data, Effect, Layer, Result } from "effect"
-import { readFileSync } from "node:fs"
+import { readFile as readText } from "node:fs/promises"
 import { extname } from "node:path"
 import YAML from "yaml"
 import * as Cfg from "../domain/config.js"
@@ -31,15 +31,22 @@ export interface LoadOptions extends Flags {
 type Json = Record<string, unknown>
 const isObject = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
 
+/** How long reading the file may take: a file on a mount that never answers is refused, not waited on. */
+export const CONFIG_READ_TIMEOUT_MS = 2_000
+
 const readFile = (file: string): Effect.Effect<Json, ConfigError> =>
-  Effect.try({
-    try: () => {
-      const text = readFileSync(file, "utf8")
+  Effect.tryPromise({
+    try: async () => {
+      const text = await readText(file, "utf8")
       // YAML is a superset of JSON, but a .json file gets JSON's stricter errors.
       return extname(file).toLowerCase() === ".json" ? JSON.parse(text) : YAML.parse(text)
     },
     catch: (e) => new ConfigError({ message: `config error in ${file}: ${e instanceof Error ? e.message : String(e)}` })
   }).pipe(
+    Effect.timeoutOrElse({
+      duration: CONFIG_READ_TIMEOUT_MS,
+      orElse: () => Effect.fail(new ConfigError({ message: `config error in ${file}: not read within ${CONFIG_READ_TIMEOUT_MS} ms` }))
+    }),
     Effect.flatMap((doc) =>
       doc === null || doc === undefined
         ? Effect.succeed({})

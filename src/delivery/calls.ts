@@ -15,7 +15,10 @@ import * as M from "../observability/delivery-metrics.js"
 import { type Outcomes, type Settled } from "./outcomes.js"
 import { type PipelineOptions, type PipelineState } from "./options.js"
 import { type DeliveryRow, type DueEntry, type QueueShape } from "../queue/queue.js"
+import type { Fair } from "./fair.js"
 import { makeRetryLog } from "./retry-log.js"
+import { DEFAULT_429_PAUSE_MS, makeSinkPace, type SinkPace } from "./sink-pace.js"
+import { makeTenantQueue, type TenantQueue } from "./sink-queue.js"
 import * as SinkClient from "./sink-client.js"
 import { type SinkOptions } from "./sink-client.js"
 import type { StoreError } from "../store/store.js"
@@ -36,11 +39,16 @@ interface Sink {
   readonly key: Uint8Array | undefined
   /** Its keep-alive connections (`concurrency` at most). */
   readonly transport: SinkClient.Transport
-  /** Claimed rows waiting for a call, oldest first. */
-  readonly waiting: Array<Job>
+  /** Claimed rows waiting for a call: round-robin by tenant, each tenant's in claim order. */
+  readonly waiting: TenantQueue<Job>
   /** Calls in flight (`concurrency` at most). */
   running: number
   readonly latency: (seconds: number) => void
+  /** Its rate limit and 429 pause, shared by every tenant routed to it. */
+  readonly pace: SinkPace
+  /** A pump scheduled for when the pace allows the next call. */
+  timer: ReturnType<typeof setTimeout> | undefined
+  readonly throttled: { readonly rate: () => void; readonly retry_after: () => void }
 }
 
 export interface SinkCalls {
@@ -72,21 +80,28 @@ const openSinks = (o: PipelineOptions) =>
         options: s,
         key: s.secret === undefined ? undefined : parseSecret(s.secret),
         transport: SinkClient.transport(s),
-        waiting: [],
+        waiting: makeTenantQueue<Job>(),
         running: 0,
-        latency: M.latencyRecorder(s.name, context)
+        latency: M.latencyRecorder(s.name, context),
+        pace: makeSinkPace(s.ratePerSec ?? 0),
+        timer: undefined,
+        throttled: { rate: M.sinkThrottledRecorder(s.name, "rate", context), retry_after: M.sinkThrottledRecorder(s.name, "retry_after", context) }
       })
     }
     yield* Effect.addFinalizer(() => Effect.sync(() => {
-      for (const sink of sinks.values()) SinkClient.close(sink.transport)
+      for (const sink of sinks.values()) {
+        if (sink.timer !== undefined) clearTimeout(sink.timer)
+        SinkClient.close(sink.transport)
+      }
     }))
     return sinks
   })
 
 /** The sinks' transports close when the layer's scope does, after `cut`. */
-export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: PipelineState, outcomes: Outcomes) =>
+export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: PipelineState, fair: Fair, outcomes: Outcomes) =>
   Effect.gen(function* () {
     const sinks = yield* openSinks(o)
+    const delay = M.delayRecorder(yield* Effect.context<never>())
     const clock = yield* Clock.Clock
     const now = () => clock.currentTimeMillisUnsafe()
 
@@ -169,6 +184,7 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
             : Effect.logError("pipeline: delivery failed; row left inflight for boot recovery", { seq: c.ref.seq, sinkIndex: c.ref.sink, cause: Cause.pretty(cause) }).pipe(
                 Effect.andThen(Effect.sync(() => {
                   state.inflight -= 1
+                  fair.released(c.ref.ord, 1)
                 }))
               )
         ),
@@ -180,14 +196,30 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
       const sink = name === undefined ? undefined : sinks.get(name)
       handed()
       if (env === undefined || name === undefined || sink === undefined) return guarded(c, settleUnroutable(c, env, name))
-      sink.waiting.push({ claimed: c, env, name })
+      sink.waiting.push(c.ref.ord, { claimed: c, env, name })
       pump(sink)
       return undefined
     }
 
-    /** Start calls while the sink has rows waiting and a free slot of its `concurrency`. */
+    /**
+     * Start calls while the sink has rows waiting, a free slot of its `concurrency` and its pace
+     * allows; a pace that holds the next call schedules the pump for when it may start.
+     */
     const pump = (sink: Sink): void => {
-      while (!cut && sink.running < sink.options.concurrency && sink.waiting.length > 0) call(sink, sink.waiting.shift()!)
+      while (!cut && sink.running < sink.options.concurrency && sink.waiting.size() > 0) {
+        const wait = sink.pace.take(now())
+        if (wait > 0) {
+          if (sink.timer === undefined) {
+            sink.throttled[sink.pace.reason()]()
+            sink.timer = setTimeout(() => {
+              sink.timer = undefined
+              pump(sink)
+            }, wait)
+          }
+          return
+        }
+        call(sink, sink.waiting.shift()!)
+      }
     }
 
     /** The sink call (node:http, timed by the client); interrupting it cuts the request, with no outcome. */
@@ -200,11 +232,14 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
     /** One call, a fiber of its own: the attempt, then its outcome; the slot is freed and the next call started when it ends. */
     const call = (sink: Sink, job: Job): void => {
       sink.running += 1
+      delay(Math.max(0, now() - job.claimed.entry.ref.at) / 1000)
       runFiber(
         guarded(
           job.claimed,
           Effect.flatMap(attempt(sink, job), (a) => {
             sink.latency(a.durationMs / 1000)
+            // A 429 slows this sink (every tenant's calls to it), not the tenant's other sinks.
+            if (a.status === 429) sink.pace.pause(a.endedAt, Math.min(Retry.parseRetryAfter(a.retryAfter, a.endedAt) ?? DEFAULT_429_PAUSE_MS, sink.options.retry.maxRetryAfterMs))
             return a.status >= 200 && a.status < 300 ? settle(delivered(job)) : failed(sink, job, a)
           })
         ).pipe(Effect.ensuring(Effect.sync(() => {
@@ -220,7 +255,11 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
       idle: idle.await,
       cut: Effect.gen(function* () {
         cut = true
-        for (const sink of sinks.values()) sink.waiting.length = 0
+        for (const sink of sinks.values()) {
+          sink.waiting.clear()
+          if (sink.timer !== undefined) clearTimeout(sink.timer)
+          sink.timer = undefined
+        }
         yield* FiberSet.clear(fibers)
         yield* FiberSet.awaitEmpty(fibers)
       })

@@ -6,6 +6,7 @@
 import { Effect } from "effect"
 import { parseSecret } from "../domain/signature.js"
 import type { SinkOptions } from "./sink-client.js"
+import type { LimitsOf } from "./tick.js"
 
 export interface PipelineOptions {
   /** Dispatch tick period (ms). */
@@ -47,8 +48,10 @@ export const Ranges: Readonly<Record<keyof typeof Defaults, readonly [number, nu
   graceMs: [0, 600_000]
 }
 
-/** Tenants a tick's first marker scan asks for (it scans again for up to the rest only if they leave rows to claim). */
-export const FIRST_SCAN_TENANTS = 16
+/** Markers of the active index one tick reads at most to find tenants with work (TEN-3 discovery, a rotating slice). */
+export const DISCOVERY_MARKERS = 1024
+/** Plan-and-claim passes per tick at most: a pass whose tenants drained leaves its budget to the next. */
+export const CLAIM_PASSES = 3
 /** A wake never starts ticks closer together than this, so a busy Writer cannot spin the tick. */
 export const MIN_TICK_GAP_MS = 5
 /** Backoff between attempts of an outcome commit that failed (the rows stay `?F` meanwhile). */
@@ -62,7 +65,11 @@ export const COMMIT_LINGER_MS = 2
  */
 export const WAKE_FREE_FRACTION = 0.5
 
-export type Input = Partial<Omit<PipelineOptions, "sinks">> & { readonly sinks: ReadonlyArray<SinkOptions> }
+export type Input = Partial<Omit<PipelineOptions, "sinks">> & {
+  readonly sinks: ReadonlyArray<SinkOptions>
+  /** Each tenant's weight and limits (TEN-3), read every tick; every tenant gets the defaults when absent. */
+  readonly limitsOf?: LimitsOf
+}
 
 export const resolve = (input: Input): Effect.Effect<PipelineOptions> =>
   Effect.suspend(() => {

@@ -8,6 +8,7 @@ import { Duration, Effect, Fiber, Queue as Q, Schedule } from "effect"
 import * as M from "../observability/delivery-metrics.js"
 import { COMMIT_LINGER_MS, COMMIT_RETRY_MS, type PipelineOptions, type PipelineState, WAKE_FREE_FRACTION } from "./options.js"
 import type { Outcome, QueueShape } from "../queue/queue.js"
+import type { Fair } from "./fair.js"
 
 export interface Settled {
   /** What becomes of the row (the queue writes its transition). */
@@ -32,6 +33,7 @@ export const makeOutcomes = (
   o: PipelineOptions,
   queue: QueueShape,
   state: PipelineState,
+  fair: Fair,
   wake: Effect.Effect<void>
 ) =>
   Effect.gen(function* () {
@@ -73,6 +75,7 @@ export const makeOutcomes = (
         }),
         Effect.ensuring(Effect.suspend(() => {
           state.inflight -= items.length
+          for (const i of items) fair.released(i.result.ref.ord, 1)
           // Slots freed: claim again without waiting out the tick period (docs/delivery.md "Dispatch tick").
           const free = o.maxInflight - state.inflight
           return free >= Math.max(1, Math.floor(o.maxInflight * WAKE_FREE_FRACTION)) ? wake : Effect.void

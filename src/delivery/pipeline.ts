@@ -18,7 +18,9 @@ import { makeSinkCalls } from "./calls.js"
 import { type Input, MIN_TICK_GAP_MS, type PipelineState, resolve } from "./options.js"
 import { makeOutcomes } from "./outcomes.js"
 import * as M from "../observability/delivery-metrics.js"
+import { DEFAULT_LIMITS, makeFair } from "./fair.js"
 import { makeTick, type TickReport } from "./tick.js"
+import { Limits } from "../queue/limits.js"
 import { Queue } from "../queue/queue.js"
 import { Wake } from "../queue/wake.js"
 import type { StoreError } from "../store/store.js"
@@ -27,7 +29,8 @@ export {
   COMMIT_LINGER_MS,
   COMMIT_RETRY_MS,
   Defaults,
-  FIRST_SCAN_TENANTS,
+  CLAIM_PASSES,
+  DISCOVERY_MARKERS,
   type Input,
   MIN_TICK_GAP_MS,
   type PipelineOptions,
@@ -44,6 +47,8 @@ export interface PipelineShape {
   readonly tick: Effect.Effect<TickReport, StoreError>
   /** Rows claimed whose outcome is not committed yet. */
   readonly inflight: Effect.Effect<number>
+  /** By tenant: rows claimed and not settled, and claim offers its limits held back since the last call (TEN-3 metrics). */
+  readonly tenantStats: Effect.Effect<{ readonly inflight: ReadonlyMap<number, number>; readonly throttled: ReadonlyMap<number, number> }>
 }
 
 export class Pipeline extends Context.Service<Pipeline, PipelineShape>()("ankusa/Pipeline") {}
@@ -61,9 +66,14 @@ export const make = (input: Input) =>
 
     // Built before the tick fiber and the shutdown below, so the sinks' transports close after
     // the shutdown has cut or finished every call.
-    const outcomes = yield* makeOutcomes(o, queue, state, wake)
-    const calls = yield* makeSinkCalls(o, queue, state, outcomes)
-    const tick = ticking.withPermits(1)(Effect.uninterruptible(makeTick(o, queue, state, calls)))
+    const fair = makeFair(o.activeTenants)
+    // Each tenant's limits: the Limits service where the node has one (serve does), else the defaults.
+    const service = yield* Effect.serviceOption(Limits)
+    const limitsOf =
+      input.limitsOf ?? (service._tag === "Some" ? service.value.of : (ords: ReadonlyArray<number>) => Effect.succeed(ords.map(() => DEFAULT_LIMITS)))
+    const outcomes = yield* makeOutcomes(o, queue, state, fair, wake)
+    const calls = yield* makeSinkCalls(o, queue, state, fair, outcomes)
+    const tick = ticking.withPermits(1)(Effect.uninterruptible(makeTick(o, queue, wakes, fair, limitsOf, state, calls)))
 
     const loop = Effect.gen(function* () {
       for (;;) {
@@ -96,7 +106,12 @@ export const make = (input: Input) =>
       })
     )
 
-    return { wake, tick, inflight: Effect.sync(() => state.inflight) } satisfies PipelineShape
+    return {
+      wake,
+      tick,
+      inflight: Effect.sync(() => state.inflight),
+      tenantStats: Effect.sync(() => ({ inflight: new Map(fair.inflight()), throttled: fair.takeThrottled() }))
+    } satisfies PipelineShape
   })
 
 /** Needs the Queue and the Wake it ticks on; sink calls go out on `node:http(s)` (src/delivery/sink-client.ts). */

@@ -25,6 +25,8 @@ export interface SinkOptions {
   readonly secret?: string | undefined
   /** Calls to this sink in flight at once. */
   readonly concurrency: number
+  /** Calls started a second at most, across tenants (token bucket, one second of burst); 0 or absent: unlimited. */
+  readonly ratePerSec?: number | undefined
   readonly retry: RetrySchedule
 }
 

@@ -1,19 +1,22 @@
 /**
- * One dispatch tick (TEN-1 §5; docs/delivery.md "Dispatch tick and claim
- * order"): claim due rows tenant by tenant from the active index within the
- * free inflight slots, hand them to their sinks, then clean up the markers
- * of every tenant visited and move the tenants' cursors.
+ * One dispatch tick (TEN-1 §5, TEN-3; docs/delivery.md "Fair dispatch"): find the tenants with
+ * work (the Writer's hints and a slice of the active index), claim from them by deficit
+ * round-robin within the free inflight slots (fair.ts plans, the Queue claims), hand the rows to
+ * their sinks, then clean up the markers of every tenant visited and move its cursor.
  */
 import { Clock, Effect, Metric } from "effect"
-import * as K from "../domain/keys.js"
+import type * as K from "../domain/keys.js"
+import { bucketOf } from "../domain/keys.js"
 import * as M from "../observability/delivery-metrics.js"
 import { type Claimed, type SinkCalls } from "./calls.js"
-import { FIRST_SCAN_TENANTS, type PipelineOptions, type PipelineState } from "./options.js"
-import { type ActiveTenant, type DueEntry, type QueueShape } from "../queue/queue.js"
+import type { Fair, Got, TenantLimits } from "./fair.js"
+import { CLAIM_PASSES, DISCOVERY_MARKERS, type PipelineOptions, type PipelineState } from "./options.js"
+import { type DueEntry, type QueueShape } from "../queue/queue.js"
+import type { WakeShape } from "../queue/wake.js"
 import type { StoreError } from "../store/store.js"
 
 export interface TickReport {
-  /** Tenants visited, in visit (marker) order. */
+  /** Tenants visited, in visit (round-robin) order. */
   readonly visited: ReadonlyArray<number>
   /** Rows claimed, in claim order. */
   readonly claimed: ReadonlyArray<K.DueRef>
@@ -21,17 +24,18 @@ export interface TickReport {
 
 interface Visit {
   readonly ord: number
-  readonly buckets: ReadonlyArray<number>
+  readonly markers: ReadonlyArray<number>
   readonly rows: ReadonlyArray<DueEntry>
 }
 
-const refOf = (d: DueEntry): K.InflightRef => ({ ord: d.ref.ord, seq: d.ref.seq, sink: d.ref.sink })
+/** The limits of the tenants a tick may serve, read once per tick (a cache hit each, src/queue/limits.ts). */
+export type LimitsOf = (ords: ReadonlyArray<number>) => Effect.Effect<ReadonlyArray<TenantLimits>, StoreError>
 
-/** A visit's candidate stale markers: the buckets scanned for its tenant and the buckets of the rows it claimed. */
+/** A visit's candidate stale markers: those the scan saw for its tenant and the buckets of the rows it claimed. */
 const markersOf = (v: Visit): ReadonlyArray<number> => {
-  if (v.rows.length === 0) return v.buckets
-  const out = new Set(v.buckets)
-  for (const r of v.rows) out.add(K.bucketOf(r.ref.at))
+  if (v.rows.length === 0) return v.markers
+  const out = new Set(v.markers)
+  for (const r of v.rows) out.add(bucketOf(r.ref.at))
   return [...out]
 }
 
@@ -39,38 +43,44 @@ const markersOf = (v: Visit): ReadonlyArray<number> => {
 export const makeTick = (
   o: PipelineOptions,
   queue: QueueShape,
+  wake: WakeShape,
+  fair: Fair,
+  limitsOf: LimitsOf,
   state: PipelineState,
   calls: SinkCalls
 ): Effect.Effect<TickReport, StoreError> => {
-  // TEN-1 §5: per-tenant scan floors, memory only; evicted when a tenant drains.
-  const cursors = new Map<number, number>()
+  // Where the next slice of the active index starts (memory only; a restart scans from the first marker).
+  let sliceFrom: Uint8Array | undefined
 
-  /**
-   * Visit tenants in marker order and claim (TEN-1 §5, §6; the queue locks and writes). No more
-   * tenants than rows to claim: every visit with due rows takes at least one. And first only
-   * FIRST_SCAN_TENANTS of them: the scan reads markers until it has seen one tenant more than it
-   * was asked for, and a tenant with a backlog often fills the tick on its own. Only a tick left
-   * with rows to claim after those tenants scans again for the rest (a second claim batch).
-   */
-  const claim = (now: number, rowsBudget: number) =>
+  /** New members: the Writer's hints, then one bounded slice of the markers due by now. */
+  const discover = (now: number) =>
     Effect.gen(function* () {
-      const cap = Math.min(o.activeTenants, rowsBudget)
-      const asked = Math.min(cap, FIRST_SCAN_TENANTS)
-      const first = yield* queue.activeTenants(now, asked)
+      for (const ord of wake.takeHints()) fair.join(ord)
+      const slice = yield* queue.markerSlice(now, sliceFrom, DISCOVERY_MARKERS)
+      sliceFrom = slice.next
+      for (const t of slice.tenants) fair.join(t.ord, t.buckets)
+    })
+
+  /** Up to CLAIM_PASSES plans and claims: a pass whose tenants drained leaves budget for the next. */
+  const claim = (now: number, rows: number, limits: (ord: number) => TenantLimits) =>
+    Effect.gen(function* () {
       const visits: Array<Visit> = []
-      const claimFrom = (tenants: ReadonlyArray<ActiveTenant>, rows: number, bytes: number) =>
-        queue.claim(now, tenants.map((t) => ({ ord: t.ord, floorAt: cursors.get(t.ord) ?? 0, limit: rows })), rows, bytes).pipe(
-          Effect.map((claimed) => {
-            claimed.forEach((v, i) => visits.push({ ord: v.ord, buckets: tenants[i]!.buckets, rows: v.rows }))
-          })
-        )
-      yield* claimFrom(first, rowsBudget, o.claimBytes)
-      const rowsLeft = rowsBudget - visits.reduce((n, v) => n + v.rows.length, 0)
-      const bytesLeft = o.claimBytes - visits.reduce((n, v) => n + v.rows.reduce((b, r) => b + r.value.size, 0), 0)
-      if (first.length === asked && asked < cap && rowsLeft > 0 && bytesLeft > 0) {
-        const seen = new Set(first.map((t) => t.ord))
-        const rest = (yield* queue.activeTenants(now, cap)).filter((t) => !seen.has(t.ord))
-        yield* claimFrom(rest, rowsLeft, bytesLeft)
+      let rowsLeft = rows
+      let bytesLeft = o.claimBytes
+      for (let pass = 0; pass < CLAIM_PASSES && rowsLeft > 0 && bytesLeft > 0; pass++) {
+        const planned = fair.plan(rowsLeft, bytesLeft, now, limits)
+        if (planned.length === 0) break
+        const claimed = yield* queue.claim(now, planned, rowsLeft, bytesLeft)
+        const got: Array<Got> = []
+        for (const v of claimed) {
+          got.push({ ord: v.ord, rows: v.rows.length, drained: v.drained })
+          visits.push({ ord: v.ord, markers: fair.takeMarkers(v.ord), rows: v.rows })
+          rowsLeft -= v.rows.length
+          for (const r of v.rows) bytesLeft -= r.value.size
+        }
+        fair.settle(planned, got, now, limits)
+        // Another pass only for what drained tenants left unclaimed.
+        if (!got.some((g) => g.drained)) break
       }
       return visits
     })
@@ -80,16 +90,22 @@ export const makeTick = (
     // Saturated: visit nothing, and leave the active-tenants gauge at the last real visit.
     if (free <= 0 || state.stopping) return { visited: [], claimed: [] }
     const now = yield* Clock.currentTimeMillis
-    const visits = yield* claim(now, free)
-    const claimed: Array<Claimed> = visits.flatMap((v) => v.rows.map((entry) => ({ entry, ref: refOf(entry) })))
+    yield* discover(now)
+    const members = fair.members()
+    const read = yield* limitsOf(members)
+    const byOrd = new Map<number, TenantLimits>()
+    members.forEach((ord, i) => byOrd.set(ord, read[i]!))
+    const visits = yield* claim(now, free, (ord) => byOrd.get(ord)!)
+    fair.sweepBuckets(now, (ord) => byOrd.get(ord))
+    const claimed: Array<Claimed> = visits.flatMap((v) => v.rows.map((entry) => ({ entry, ref: { ord: entry.ref.ord, seq: entry.ref.seq, sink: entry.ref.sink } })))
     state.inflight += claimed.length
-    yield* Metric.update(M.activeTenants, visits.length)
 
     if (claimed.length > 0) {
       const envs = yield* queue.envelopes([...new Set(claimed.map((c) => c.ref.seq))]).pipe(
         // The rows are claimed: if the reads fail they must still be counted down (they stay ?F for recovery).
         Effect.tapError(() => Effect.sync(() => {
           state.inflight -= claimed.length
+          for (const c of claimed) fair.released(c.ref.ord, 1)
         }))
       )
       for (let i = 0; i < claimed.length; i++) {
@@ -100,19 +116,25 @@ export const makeTick = (
     }
 
     // TEN-1 §5 cleanup for every tenant visited (an empty visit means a stale marker to remove),
-    // over the markers scanned and those of the seconds just claimed from: the scan stops early
-    // (above), so the claims may have emptied seconds whose markers it did not read.
-    // One write deletes the stale markers of every tenant visited.
-    const cleaned = yield* queue.cleanupMarkersOf(visits.map((v) => ({ ord: v.ord, markers: markersOf(v) })), now)
-    for (let i = 0; i < visits.length; i++) {
-      const v = visits[i]!
+    // over the markers scanned and those of the seconds just claimed from. One write deletes the
+    // stale markers of every tenant visited.
+    const byTenant = new Map<number, Visit>()
+    for (const v of visits) {
+      const seen = byTenant.get(v.ord)
+      byTenant.set(v.ord, seen === undefined ? v : { ord: v.ord, markers: [...seen.markers, ...v.markers], rows: [...seen.rows, ...v.rows] })
+    }
+    const tenants = [...byTenant.values()]
+    yield* Metric.update(M.activeTenants, tenants.length)
+    const cleaned = yield* queue.cleanupMarkersOf(tenants.map((v) => ({ ord: v.ord, markers: markersOf(v) })), now)
+    for (let i = 0; i < tenants.length; i++) {
+      const v = tenants[i]!
       const r = cleaned[i]!
       const last = v.rows[v.rows.length - 1]
       // Drained (or nothing due from the cursor): forget the floor. Otherwise the floor is the last
       // claimed `at`, lowered to the tenant's first due row when a late commit landed below it.
-      if (last === undefined || r.first === undefined) cursors.delete(v.ord)
-      else cursors.set(v.ord, Math.min(last.ref.at, r.first.ref.at))
+      if (last === undefined || r.first === undefined) fair.setCursor(v.ord, 0)
+      else fair.setCursor(v.ord, Math.min(last.ref.at, r.first.ref.at))
     }
-    return { visited: visits.map((v) => v.ord), claimed: claimed.map((c) => c.entry.ref) }
+    return { visited: tenants.map((v) => v.ord), claimed: claimed.map((c) => c.entry.ref) }
   })
 }

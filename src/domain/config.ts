@@ -4,22 +4,16 @@
  * the file, the environment and the flags lives in `src/config/config.ts`.
  * docs/configuration.md lists every key.
  */
-import { Effect, Schema, SchemaTransformation } from "effect"
+import { Schema, SchemaTransformation } from "effect"
+import * as Limits from "./limits.js"
+import * as RetryPolicy from "./retry-policy.js"
 import * as Retry from "./retry-schedule.js"
+import { int, withDefault } from "./schema-parts.js"
 import { DEFAULT_TOLERANCE_SECONDS, parseSecret } from "./signature.js"
 import { DEFAULT_MAX_TENANTS, MAX_TENANTS_LIMIT, validTenantId } from "./tenants.js"
 
 // ---------------------------------------------------------------------------
 // Building blocks
-
-const int = (min: number, max: number) => Schema.Int.check(Schema.isBetween({ minimum: min, maximum: max }))
-
-/**
- * A key that may be absent and then decodes to `value`. Absent, not undefined:
- * `Config.schema` would let an `undefined` member take a bad struct as absent.
- */
-const withDefault = <S extends Schema.Top>(schema: S, value: () => S["Type"]) =>
-  schema.pipe(Schema.withDecodingDefaultTypeKey<S>(Effect.sync(value)))
 
 const MiB = 1024 * 1024
 
@@ -111,15 +105,8 @@ export type Source = typeof Source.Type
 // ---------------------------------------------------------------------------
 // Sinks
 
-/** Field names follow `RetrySchedule` (src/domain/retry-schedule.ts); docs/delivery.md explains them. */
-export const SinkRetry = Schema.Struct({
-  /** Wait after each failed attempt (ms); attempts = length + 1, then the row is dead-lettered. */
-  delaysMs: withDefault(Schema.Array(int(0, 7 * 24 * 3_600_000)).check(Schema.isMaxLength(100)), () => Retry.DEFAULT_DELAYS_MS),
-  /** Uniform jitter as a fraction of each delay (0.2 = ±20%). */
-  jitter: withDefault(Schema.Number.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThan(1)), () => Retry.DEFAULT_JITTER),
-  /** Upper bound on a sink's `Retry-After`. */
-  maxRetryAfterMs: withDefault(int(0, 7 * 24 * 3_600_000), () => Retry.DEFAULT_MAX_RETRY_AFTER_MS)
-})
+/** `retry` of a sink, in either form: src/domain/retry-policy.ts. */
+export const SinkRetry = RetryPolicy.SinkRetry
 export type SinkRetry = typeof SinkRetry.Type
 
 export const Sink = Schema.Struct({
@@ -130,6 +117,8 @@ export const Sink = Schema.Struct({
   /** Signs deliveries with Standard Webhooks headers when present. */
   secret: Schema.optional(WebhookSecret),
   concurrency: withDefault(int(1, 1_024), () => 16),
+  /** Calls a second at most across tenants (TEN-3); 0: unlimited. */
+  ratePerSec: withDefault(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000 })), () => 0),
   retry: withDefault(SinkRetry, () => Retry.defaultSchedule)
 })
 export type Sink = typeof Sink.Type
@@ -153,7 +142,9 @@ const Http = Schema.Struct({
   /** 0 picks a free port (logged at start). */
   port: withDefault(int(0, 65_535), () => 8080),
   /** Serve `POST /_demo/sink` (answers 204 and logs), the default demo sink. */
-  demoSink: withDefault(Schema.Boolean, () => true)
+  demoSink: withDefault(Schema.Boolean, () => true),
+  /** Serve the operator console at `GET /ui/` (and redirect `/` there); docs/console.md. */
+  console: withDefault(Schema.Boolean, () => true)
 })
 
 const Ingest = Schema.Struct({
@@ -164,12 +155,21 @@ const Dedupe = Schema.Struct({
   windowMs: withDefault(int(1_000, 30 * 24 * 3_600_000), () => 24 * 3_600_000)
 })
 
+/** Every tenant's limits unless it has an override (src/domain/limits.ts; the Limits service, src/queue/limits.ts). */
+const TenantLimits = Schema.Struct({
+  weight: withDefault(Limits.Weight, () => Limits.DEFAULT_LIMITS.weight),
+  maxInflight: withDefault(Limits.MaxInflight, () => Limits.DEFAULT_LIMITS.maxInflight),
+  ratePerSec: withDefault(Limits.RatePerSec, () => Limits.DEFAULT_LIMITS.ratePerSec)
+})
+
 const Tenants = Schema.Struct({
-  max: withDefault(int(1, MAX_TENANTS_LIMIT), () => DEFAULT_MAX_TENANTS)
+  max: withDefault(int(1, MAX_TENANTS_LIMIT), () => DEFAULT_MAX_TENANTS),
+  limits: withDefault(TenantLimits, () => Schema.decodeSync(TenantLimits)({}))
 })
 
 const Gauges = Schema.Struct({
-  intervalMs: withDefault(int(1_000, 3_600_000), () => 15_000)
+  /** The gauge tick's and the store health read's period. */
+  intervalMs: withDefault(int(100, 3_600_000), () => 15_000)
 })
 
 const Log = Schema.Struct({
@@ -339,6 +339,7 @@ export const DEFAULT_SINKS: ReadonlyArray<Sink> = [
     timeoutMs: 10_000,
     headers: {},
     concurrency: 16,
+    ratePerSec: 0,
     retry: Retry.defaultSchedule
   }
 ]

@@ -25,6 +25,7 @@ export const P = {
   inflightV2: ch("f"),
   tenant: ch("t"),
   tenantOrd: ch("n"),
+  tenantLimits: ch("l"),
   audit: ch("a")
 } as const
 
@@ -47,6 +48,7 @@ export type FamilyName =
   | "audit"
   | "tenants"
   | "tenant_ords"
+  | "tenant_limits"
   | "counters"
 
 export interface Family {
@@ -121,6 +123,8 @@ export const Families: Readonly<Record<FamilyName, Family>> = {
   audit: prefixed("audit", "audit", BOTH, P.audit, L.seqAt),
   tenants: prefixed("tenants", "tenants", V3, P.tenant, L.ord),
   tenant_ords: prefixed("tenant_ords", "tenants", V3, P.tenantOrd, L.utf8),
+  // Added to format 3 after it shipped: src/store/open.ts gives older format 3 stores its sentinels once.
+  tenant_limits: prefixed("tenant_limits", "tenants", V3, P.tenantLimits, L.ord),
   // TEN-1 §3: counters lo = <<0::40>>, hi = <<0xFFFFFFFF::32, 0xFF>>; merges read the value.
   counters: {
     name: "counters",
@@ -167,7 +171,7 @@ export const familyOf = (cf: ColumnFamily, key: Uint8Array): FamilyName | "meta"
     case "default":
       return "meta"
     case "tenants":
-      return key[0] === P.tenantOrd ? "tenant_ords" : key[0] === P.tenant ? "tenants" : "unknown"
+      return key[0] === P.tenantOrd ? "tenant_ords" : key[0] === P.tenant ? "tenants" : key[0] === P.tenantLimits ? "tenant_limits" : "unknown"
     case "index":
       return (key.length > 0 && INDEX_BY_BYTE.get(key[0]!)) || "unknown"
   }

@@ -128,6 +128,11 @@ const tenantOrd = utf8Codec(F.tenant_ords)
 export const tenantOrdKey = tenantOrd.encode
 export const decodeTenantOrdKey = tenantOrd.decode
 
+// tenant limits ?l <<?l, ord::32>> -> the limits override (src/domain/limits.ts)
+const tenantLimits = fixedCodec(F.tenant_limits, L.ord)
+export const tenantLimitsKey = (ord: number): Uint8Array => tenantLimits.encode(ord)
+export const decodeTenantLimitsKey = (k: Uint8Array): number => tenantLimits.decode(k).ord
+
 // counters <<ord::32, field::8>> -> int64 (merged)
 const counter = fixedCodec(F.counters, L.ordField)
 export const counterKey = (ord: number, field: number): Uint8Array => counter.encode(ord, field)

@@ -7,5 +7,7 @@ export const Meta = {
   /** 8 random bytes written at first open of the Writer: the node part of hook ids (src/domain/hook-id.ts). */
   nodeId: Buffer.from("m:node_id"),
   migrating: (to: number) => Buffer.from(`m:migrating:${to}`),
-  cursor: (name: string) => Buffer.from(`m:cursor:${name}`)
+  cursor: (name: string) => Buffer.from(`m:cursor:${name}`),
+  /** Written once with the sentinels of a family added to a format after it shipped (src/store/open.ts). */
+  family: (name: string) => Buffer.from(`m:family:${name}`)
 } as const

@@ -34,6 +34,27 @@ export const defaultSchedule: RetrySchedule = {
   maxRetryAfterMs: DEFAULT_MAX_RETRY_AFTER_MS
 }
 
+/**
+ * The exponential form of a sink's `retry` (docs/configuration.md "Retry
+ * policies"): the wait after attempt n (1-based) is
+ * `min(maxDelayMs, initialDelayMs × factor^(n − 1))`, for n = 1 .. maxAttempts − 1.
+ * It is turned into `delaysMs` when the configuration is read, so the pipeline
+ * knows one form.
+ */
+export interface ExponentialPolicy {
+  /** Attempts in total, the first included (1: no retry). */
+  readonly maxAttempts: number
+  readonly initialDelayMs: number
+  readonly factor: number
+  readonly maxDelayMs: number
+}
+
+/** The defaults of the exponential keys: doubling from 5 s, at most 1 h apart, 10 attempts. */
+export const DEFAULT_EXPONENTIAL: ExponentialPolicy = { maxAttempts: 10, initialDelayMs: 5 * S, factor: 2, maxDelayMs: 1 * H }
+
+export const exponentialDelays = (p: ExponentialPolicy): ReadonlyArray<number> =>
+  Array.from({ length: Math.max(0, p.maxAttempts - 1) }, (_, i) => Math.min(p.maxDelayMs, Math.round(p.initialDelayMs * p.factor ** i)))
+
 /** Attempts a row gets in total under `s`. */
 export const maxAttempts = (s: RetrySchedule): number => s.delaysMs.length + 1
 

@@ -13,6 +13,7 @@ import * as HookId from "../domain/hook-id.js"
 import type * as K from "../domain/keys.js"
 import { Audit, audited } from "../lifecycle/audit.js"
 import { Quarantine } from "../lifecycle/quarantine.js"
+import { Limits } from "../queue/limits.js"
 import { type DeadItem, type DeliveryRow, Queue } from "../queue/queue.js"
 import { Replay } from "../queue/replay.js"
 import { Tenants } from "../queue/tenants.js"
@@ -29,6 +30,7 @@ import { type AdminError, issueMessage, toApi } from "./api-errors.js"
 import { requireGlobal, requireTenant, tenantsFor } from "./auth.js"
 import { readBody } from "./body.js"
 import { BadRequest } from "./errors.js"
+import { limitsFields } from "./limits.js"
 
 /** Every failure of a handler leaves it as its wire error (api-errors.ts). */
 const answer = <A, E extends AdminError, R>(effect: Effect.Effect<A, E, R>) => Effect.mapError(effect, toApi)
@@ -156,13 +158,13 @@ export const layer = (config: Config) => {
     )
   })
 
-  // GET /v1/tenants/:tenant: the six counters.
+  // GET /v1/tenants/:tenant: the six counters and the limits.
   const tenant = (name: string) =>
     Effect.gen(function* () {
       yield* requireTenant(yield* Admin, name)
       const ord = yield* ordOf(name)
       const c = yield* Effect.flatMap(Queue, (q) => q.counters(ord))
-      return { tenant: name, ...c }
+      return { tenant: name, ...c, ...limitsFields(yield* Effect.flatMap(Limits, (l) => l.get(ord))) }
     })
 
   // DELETE /v1/tenants/:tenant/queue?kinds=pending,dead

@@ -4,14 +4,15 @@
  * headers of that status. errors.ts decides the status, code, message and
  * headers of every edge error; `toApi` only picks the schema of its status.
  */
-import { Schema, SchemaIssue } from "effect"
+import { Schema, SchemaAST, type SchemaIssue } from "effect"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import type { StoreError } from "../store/store.js"
+import type { StoreCheckBusy } from "../queue/format/check-service.js"
 import type { TenantNotFound } from "../queue/tenants.js"
 import { type BadRequest, type Forbidden, type NotReady, refusalOf, type TooLarge, type Unauthorized } from "./errors.js"
 
 /** Every error an admin request can meet before it is answered. */
-export type AdminError = BadRequest | TooLarge | Unauthorized | Forbidden | TenantNotFound | NotReady | StoreError
+export type AdminError = BadRequest | TooLarge | Unauthorized | Forbidden | TenantNotFound | NotReady | StoreError | StoreCheckBusy
 
 const body = <const Codes extends ReadonlyArray<string>>(status: number, codes: Codes) =>
   Schema.Struct({ error: Schema.Literals(codes), message: Schema.String }).pipe(HttpApiSchema.status(status))
@@ -75,12 +76,12 @@ export type WireOf<E> = E extends { readonly _tag: "BadRequest" } ? BadRequestEr
   : E extends { readonly _tag: "Forbidden" } ? ForbiddenError
   : E extends { readonly _tag: "TenantNotFound" } ? UnknownTenantError
   : E extends { readonly _tag: "TooLarge" } ? TooLargeError
-  : E extends { readonly _tag: "NotReady" | "StoreError" } ? UnavailableError
+  : E extends { readonly _tag: "NotReady" | "StoreError" | "StoreCheckBusy" } ? UnavailableError
   : never
 
 export const toApi = <E extends AdminError>(e: E): WireOf<E> => {
   const r = refusalOf(e)
-  const message = r.body.message ?? r.body.error
+  const message = r.body.message
   const wire = (() => {
     switch (r.status) {
       case 400:
@@ -101,14 +102,85 @@ export const toApi = <E extends AdminError>(e: E): WireOf<E> => {
   return wire as WireOf<E>
 }
 
-const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+/** Longest key or path segment an error message shows: a message never echoes the request. */
+export const SHOWN_MAX = 64
+
+/** A path segment as shown (`ids[3]`, `from`), cut to `SHOWN_MAX`. */
+const segment = (p: PropertyKey, first: boolean): string => {
+  if (typeof p === "number") return `[${p}]`
+  const s = String(p)
+  const cut = s.length > SHOWN_MAX ? `${s.slice(0, SHOWN_MAX)}…` : s
+  return first ? cut : `.${cut}`
+}
+
+const own = (ast: SchemaAST.AST | undefined): string | undefined => {
+  const m = ast?.annotations?.["message"]
+  return typeof m === "string" ? m : undefined
+}
+
+/** What a type expects, in words, without the value. */
+const expectedOf = (ast: SchemaAST.AST): string => {
+  if (SchemaAST.isString(ast)) return "expected a string"
+  if (SchemaAST.isNumber(ast)) return "expected a number"
+  if (SchemaAST.isBoolean(ast)) return "expected true or false"
+  if (SchemaAST.isArrays(ast)) return "expected a list"
+  if (SchemaAST.isObjects(ast)) return "expected a JSON object"
+  if (SchemaAST.isLiteral(ast)) return `expected ${JSON.stringify(ast.literal)}`
+  if (SchemaAST.isUnion(ast)) return `expected ${ast.types.map((t) => expectedOf(t).replace(/^expected /, "")).join(" or ")}`
+  return "invalid value"
+}
+
+const fieldsOf = (ast: SchemaAST.AST): ReadonlyArray<string> =>
+  SchemaAST.isObjects(ast) ? ast.propertySignatures.map((p) => String(p.name)) : []
 
 /**
- * `<path>: <message>` of a schema failure's first issue; `at` names a failure with no path.
+ * The first problem of a schema failure: where (the path) and what is accepted there.
+ * The outermost annotated `message` on the way wins (a field names its accepted
+ * forms); nothing of the input is ever part of it, and an unknown key is cut.
+ */
+const firstProblem = (issue: SchemaIssue.Issue, path: ReadonlyArray<PropertyKey>): { path: ReadonlyArray<PropertyKey>; message: string } => {
+  switch (issue._tag) {
+    case "Pointer":
+      return firstProblem(issue.issue, [...path, ...issue.path])
+    case "Encoding":
+      return own(issue.ast) !== undefined ? { path, message: own(issue.ast)! } : firstProblem(issue.issue, path)
+    case "Filter": {
+      const m = issue.filter.annotations?.["message"]
+      return typeof m === "string" ? { path, message: m } : firstProblem(issue.issue, path)
+    }
+    case "Composite":
+      return firstProblem(issue.issues[0], path)
+    case "AnyOf": {
+      if (own(issue.ast) !== undefined) return { path, message: own(issue.ast)! }
+      const deeper = issue.issues.find((i) => i._tag !== "InvalidType")
+      return deeper !== undefined ? firstProblem(deeper, path) : { path, message: expectedOf(issue.ast) }
+    }
+    case "InvalidType":
+      return { path, message: own(issue.ast) ?? expectedOf(issue.ast) }
+    case "InvalidValue": {
+      const m = issue.annotations?.["message"]
+      return { path, message: typeof m === "string" ? m : "invalid value" }
+    }
+    case "MissingKey": {
+      const m = issue.annotations?.["messageMissingKey"]
+      return { path, message: typeof m === "string" ? m : "required" }
+    }
+    case "UnexpectedKey": {
+      const fields = fieldsOf(issue.ast)
+      return { path, message: fields.length === 0 ? "not a field here" : `not a field; expected one of ${fields.join(", ")}` }
+    }
+    case "OneOf":
+    case "Forbidden":
+      return { path, message: "invalid value" }
+  }
+}
+
+/**
+ * `<path>: <what is accepted>` of a schema failure's first problem; `at` names a failure with no path.
  * `depth` cuts the path (a query names the parameter, not the list position in it).
  */
 export const issueMessage = (issue: SchemaIssue.Issue, at: string, depth = Infinity): string => {
-  const first = formatIssue(issue).issues[0]
-  const path = first?.path === undefined || first.path.length === 0 ? at : first.path.slice(0, depth).map(String).join(".")
-  return `${path}: ${first?.message ?? "invalid"}`
+  const first = firstProblem(issue, [])
+  const shown = first.path.slice(0, depth)
+  return `${shown.length === 0 ? at : shown.map((p, i) => segment(p, i === 0)).join("")}: ${first.message}`
 }

@@ -13,6 +13,7 @@ import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as HttpApiSecurity from "effect/http-api/HttpApiSecurity"
 import * as OpenApi from "effect/http-api/OpenApi"
 import type * as K from "../domain/keys.js"
+import { LimitsOverride } from "../domain/limits.js"
 import * as Audit from "../lifecycle/audit.js"
 import * as Quarantine from "../lifecycle/quarantine.js"
 import * as Prometheus from "../observability/prometheus.js"
@@ -26,9 +27,13 @@ import {
   UnknownTenantError
 } from "./api-errors.js"
 import type { ApiServices } from "./gate.js"
+import * as C from "./console-schemas.js"
+import { StoreCheckAnswer } from "./store-check-schemas.js"
 
 /** Largest replay request body. */
 export const REPLAY_BODY_MAX_BYTES = 64 * 1024
+/** Largest limits request body (`PUT /v1/tenants/:tenant/limits`). */
+export const LIMITS_BODY_MAX_BYTES = 4 * 1024
 /** Most hook ids one replay request names. */
 export const REPLAY_MAX_IDS = 1_000
 /** DLQ rows per page: the ceiling of `admin.dlqPageMax` (the handler applies the configured one). */
@@ -136,25 +141,32 @@ const Kinds = List(Schema.Literals(["pending", "dead"]).annotate({ message: kind
 
 const Required = Schema.String.check(Schema.isMinLength(1, { message: "required" })).annotateKey({ messageMissingKey: "required" })
 
-/** An instant: ms since the epoch or ISO 8601. */
+/** An instant: ms since the epoch or ISO 8601; a refusal names both forms (api-errors.ts `issueMessage`). */
+const instantMessage = "expected an ISO 8601 time or epoch ms"
 const Instant = Schema.Union([
   Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
-  Schema.String.check(Schema.makeFilter((s) => !Number.isNaN(Date.parse(s)) || "expected an ISO 8601 time")).pipe(
+  Schema.String.check(Schema.makeFilter((s) => !Number.isNaN(Date.parse(s)) || instantMessage)).pipe(
     Schema.decodeTo(
       Schema.Number,
       SchemaTransformation.transform({ decode: (s) => Date.parse(s), encode: (n) => new Date(n).toISOString() })
     )
   )
-])
+]).annotate({ message: instantMessage })
 
 export const ReplayBody = Schema.Struct({
-  tenant: Schema.optionalKey(Schema.Union([Schema.String, Schema.Array(Schema.String)])),
-  source: Schema.optionalKey(Schema.String),
+  tenant: Schema.optionalKey(
+    Schema.Union([Schema.String, Schema.Array(Schema.String)]).annotate({ message: "expected a tenant id or a list of tenant ids" })
+  ),
+  source: Schema.optionalKey(Schema.String.annotate({ message: "expected a source id" })),
   /** Dead-letter time bounds, inclusive. */
   from: Schema.optionalKey(Instant),
   to: Schema.optionalKey(Instant),
-  ids: Schema.optionalKey(Schema.Array(Schema.String).check(Schema.isMaxLength(REPLAY_MAX_IDS)))
-}).annotate({ identifier: "ReplayFilter" })
+  ids: Schema.optionalKey(
+    Schema.Array(Schema.String.annotate({ message: "expected a hook id" }))
+      .annotate({ message: `expected a list of at most ${REPLAY_MAX_IDS.toLocaleString("en-US")} hook ids` })
+      .check(Schema.isMaxLength(REPLAY_MAX_IDS, { message: `expected at most ${REPLAY_MAX_IDS.toLocaleString("en-US")} hook ids` }))
+  )
+}).annotate({ identifier: "ReplayFilter", message: "expected a JSON object with tenant, source, from, to or ids" })
 
 // ---------------------------------------------------------------------------
 // Answers
@@ -181,6 +193,12 @@ const DeadItem = Schema.Struct({
   last_status: Schema.NullOr(Count)
 }).annotate({ identifier: "DeadItem" })
 
+/** A tenant's effective limits (src/domain/limits.ts) and what it overrides. */
+const TenantLimits = {
+  limits: Schema.Struct({ weight: Count, maxInflight: Count, ratePerSec: Schema.Number }).annotate({ identifier: "TenantLimits" }),
+  limits_override: LimitsOverride
+}
+
 const TenantCounters = Schema.Struct({
   tenant: Schema.String,
   pending: Count,
@@ -188,7 +206,8 @@ const TenantCounters = Schema.Struct({
   inflight: Count,
   dead: Count,
   bytes: Count,
-  archive_pending: Count
+  archive_pending: Count,
+  ...TenantLimits
 }).annotate({ identifier: "TenantCounters" })
 
 const QuarantineItem = Schema.Struct({
@@ -205,7 +224,7 @@ const AuditItem = Schema.Struct({
   at: Schema.String,
   actor: Schema.String,
   tenants: Schema.NullOr(Schema.Array(Schema.String)),
-  action: Schema.Literals(["replay", "purge", "quarantine.delete", "config.read"]),
+  action: Schema.Literals(["replay", "purge", "quarantine.delete", "config.read", "limits.set"]),
   params: Schema.Record(Schema.String, Schema.Unknown)
 }).annotate({ identifier: "AuditItem" })
 
@@ -247,7 +266,7 @@ export class AdminApi extends HttpApiGroup.make("admin")
       params: tenantPath,
       success: TenantCounters,
       error: [ForbiddenError, UnknownTenantError]
-    }).annotate(OpenApi.Summary, "The tenant's six counters"),
+    }).annotate(OpenApi.Summary, "The tenant's six counters and its limits"),
     HttpApiEndpoint.delete("purge", "/v1/tenants/:tenant/queue", {
       params: tenantPath,
       query: { kinds: Kinds },
@@ -294,6 +313,60 @@ export class AdminApi extends HttpApiGroup.make("admin")
   .annotate(OpenApi.Description, "Needs `Authorization: Bearer <token>`; a scoped token sees and touches only its tenants")
 {}
 
+/** What the operator console reads beyond the admin group (console-api.ts; docs/api.md "The console's reads"). */
+export class ConsoleApi extends HttpApiGroup.make("console")
+  .add(
+    HttpApiEndpoint.get("whoami", "/v1/whoami", { success: C.Whoami }).annotate(OpenApi.Summary, "The token's name and scope"),
+    HttpApiEndpoint.get("tenants", "/v1/tenants", { success: C.TenantList }).annotate(
+      OpenApi.Summary,
+      "Tenants by pending: the last gauge tick's top (global token) or the token's own tenants"
+    ),
+    HttpApiEndpoint.get("hook", "/v1/dlq/:id", {
+      params: { id: Schema.String },
+      success: C.HookDetail,
+      error: C.UnknownHookError
+    }).annotate(OpenApi.Summary, "A hook's rows and a capped preview of its body"),
+    HttpApiEndpoint.get("history", "/v1/stats/history", { success: C.HistoryAnswer, error: ForbiddenError }).annotate(
+      OpenApi.Summary,
+      "The node's gauges and rates over the last hour; global tokens only"
+    ),
+    HttpApiEndpoint.get("sinks", "/v1/stats/sinks", { success: C.SinksAnswer, error: ForbiddenError }).annotate(
+      OpenApi.Summary,
+      "Per sink: delivery outcomes and latency; global tokens only"
+    )
+  )
+  .middleware(Services)
+  .middleware(AdminAuth)
+  .annotate(OpenApi.Description, "Needs `Authorization: Bearer <token>`, as the admin group")
+{}
+
+/** Per-tenant limits (limits.ts; docs/api.md). */
+export class LimitsApi extends HttpApiGroup.make("limits")
+  .add(
+    HttpApiEndpoint.put("set", "/v1/tenants/:tenant/limits", {
+      params: tenantPath,
+      payload: LimitsOverride,
+      success: Schema.Struct({ tenant: Schema.String, ...TenantLimits }),
+      error: [ForbiddenError, UnknownTenantError, TooLargeError]
+    })
+      .middleware(RequestErrors)
+      .annotate(OpenApi.Summary, "Set the tenant's limits override; global tokens only")
+  )
+  .middleware(Services)
+  .middleware(AdminAuth)
+  .annotate(OpenApi.Description, "Needs `Authorization: Bearer <token>`, as the admin group")
+{}
+
+/** `store check` on the live store (store-check.ts; docs/api.md); global tokens only. */
+export class StoreApi extends HttpApiGroup.make("store")
+  .add(
+    HttpApiEndpoint.post("check", "/v1/store/check", { success: StoreCheckAnswer, error: [ForbiddenError, Unavailable503] })
+      .annotate(OpenApi.Summary, "Run `store check` on the live store; global tokens only")
+  )
+  .middleware(Services)
+  .middleware(AdminAuth)
+{}
+
 export class OpsApi extends HttpApiGroup.make("ops")
   .add(
     HttpApiEndpoint.get("healthz", "/healthz", {
@@ -312,6 +385,9 @@ export class OpsApi extends HttpApiGroup.make("ops")
 
 export class Api extends HttpApi.make("ankusa")
   .add(AdminApi)
+  .add(LimitsApi)
+  .add(ConsoleApi)
+  .add(StoreApi)
   .add(OpsApi)
   .annotateMerge(OpenApi.annotations({ title: "Ankusa admin and operations API", version: "v1" }))
 {}

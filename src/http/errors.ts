@@ -1,12 +1,14 @@
 /**
  * Every refusal of the HTTP edge, and the ONE place that maps an error to its
- * status, JSON body (`{"error": <stable code>, "message"?}`) and headers.
+ * status, JSON body (`{"error": <stable code>, "message"}`, the message at most
+ * `MESSAGE_MAX` characters) and headers.
  * docs/api.md lists the codes.
  */
 import { Data } from "effect"
 import { HttpServerResponse } from "effect/http"
 import type { TenantLimit } from "../domain/tenants.js"
 import type { StoreError } from "../store/store.js"
+import type { StoreCheckBusy } from "../queue/format/check-service.js"
 import type { TenantNotFound } from "../queue/tenants.js"
 import type { InvalidIngest, Overloaded, WriterClosed } from "../queue/writer.js"
 
@@ -47,6 +49,7 @@ export type EdgeError =
   | WriterClosed
   | InvalidIngest
   | StoreError
+  | StoreCheckBusy
 
 /** Ingest outcomes as counted by `ankusa_ingest_requests_total{outcome}` (docs/api.md). */
 export type Outcome =
@@ -79,21 +82,29 @@ export const OVERLOADED_RETRY_AFTER_S = 1
 /** Retry-After (seconds) when the store fails a write, or the node is starting or stopping. */
 export const UNAVAILABLE_RETRY_AFTER_S = 5
 
+/** Longest `message` of a refusal: one that would be longer (an echoed value) is cut. */
+export const MESSAGE_MAX = 256
+
 export interface Refusal {
   readonly status: number
-  readonly body: { readonly error: string; readonly message?: string }
+  readonly body: { readonly error: string; readonly message: string }
   readonly headers: Readonly<Record<string, string>>
   /** How an ingest request refused this way is counted. */
   readonly outcome: Outcome
 }
 
+const bounded = (message: string): string => (message.length > MESSAGE_MAX ? `${message.slice(0, MESSAGE_MAX - 1)}…` : message)
+
 const refusal = (
   status: number,
   error: string,
   outcome: Outcome,
-  message?: string,
+  message: string,
   headers: Readonly<Record<string, string>> = {}
-): Refusal => ({ status, body: message === undefined ? { error } : { error, message }, headers, outcome })
+): Refusal => ({ status, body: { error, message: bounded(message) }, headers, outcome })
+
+/** The store's own words for a failed write that mean its disk is full (RocksDB's IO error text). */
+const NO_SPACE = /No space left on device|ENOSPC/
 
 export const refusalOf = (e: EdgeError): Refusal => {
   switch (e._tag) {
@@ -113,7 +124,7 @@ export const refusalOf = (e: EdgeError): Refusal => {
     case "Forbidden":
       return refusal(403, "forbidden", "bad_request", e.message)
     case "NotFound":
-      return refusal(404, "not_found", "bad_request")
+      return refusal(404, "not_found", "bad_request", "no such endpoint (GET /v1/openapi.json lists the admin API)")
     case "TenantNotFound":
       return refusal(404, "unknown_tenant", "bad_request", "no such tenant on this node")
     case "TenantLimit":
@@ -126,12 +137,18 @@ export const refusalOf = (e: EdgeError): Refusal => {
       return refusal(503, "unavailable", "unavailable", "the node is shutting down", {
         "retry-after": String(UNAVAILABLE_RETRY_AFTER_S)
       })
+    case "StoreCheckBusy":
+      return refusal(503, "unavailable", "bad_request", "a store check is already running", { "retry-after": String(UNAVAILABLE_RETRY_AFTER_S) })
     case "NotReady":
       return refusal(503, "unavailable", "unavailable", `the node is ${e.phase}`, { "retry-after": String(UNAVAILABLE_RETRY_AFTER_S) })
     case "StoreError":
-      return refusal(503, "unavailable", "unavailable", "the store cannot take writes", {
-        "retry-after": String(UNAVAILABLE_RETRY_AFTER_S)
-      })
+      return refusal(
+        503,
+        "unavailable",
+        "unavailable",
+        NO_SPACE.test(e.message) ? "the store's disk is full; nothing was acknowledged" : "the store cannot take writes",
+        { "retry-after": String(UNAVAILABLE_RETRY_AFTER_S) }
+      )
   }
 }
 
@@ -144,4 +161,5 @@ export const respond = (e: EdgeError): HttpServerResponse.HttpServerResponse => 
 }
 
 /** A defect: logged by the caller, answered without details. */
-export const internal = (): HttpServerResponse.HttpServerResponse => json(500, { error: "internal" })
+export const internal = (): HttpServerResponse.HttpServerResponse =>
+  json(500, { error: "internal", message: "an internal error (logged); nothing was acknowledged" })

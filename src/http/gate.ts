@@ -7,6 +7,7 @@
 import { Context, Effect, Layer } from "effect"
 import type { Audit } from "../lifecycle/audit.js"
 import type { Quarantine } from "../lifecycle/quarantine.js"
+import type { Limits } from "../queue/limits.js"
 import type { Queue } from "../queue/queue.js"
 import type { Replay } from "../queue/replay.js"
 import type { Tenants } from "../queue/tenants.js"
@@ -14,7 +15,7 @@ import type { Writer } from "../queue/writer.js"
 import { NotReady } from "./errors.js"
 
 /** What ingest and admin handlers run with. */
-export type ApiServices = Writer | Queue | Tenants | Replay | Quarantine | Audit
+export type ApiServices = Writer | Queue | Tenants | Replay | Quarantine | Audit | Limits
 
 export type Phase = "starting" | "migrating" | "recovering" | "ready" | "stopping"
 

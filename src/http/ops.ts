@@ -5,16 +5,20 @@
  * metric), and the built-in demo sink of the default configuration, a plain
  * route outside the API.
  */
-import { Effect, Layer, Metric } from "effect"
+import { Duration, Effect, Layer, Metric } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import type { Config } from "../domain/config.js"
 import { DEMO_SINK_PATH } from "../domain/config.js"
 import * as Prometheus from "../observability/prometheus.js"
 import { Tenants } from "../queue/tenants.js"
+import { Writer } from "../queue/writer.js"
 import { Api, NotReadyYet } from "./api.js"
 import { readBody } from "./body.js"
 import { Gate } from "./gate.js"
+
+/** `/readyz` answers 503 `store_unavailable` when its read and write probe take longer than this. */
+export const READYZ_PROBE_TIMEOUT_S = 2
 
 /** Largest body the demo sink reads: deliveries carry at most `ingest.maxBodyBytes`, whose ceiling is 64 MiB. */
 export const DEMO_SINK_MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -31,9 +35,13 @@ export const layer = HttpApiBuilder.group(Api, "ops", (handlers) =>
       const phase = yield* gate.phase
       if (phase !== "ready") return yield* new NotReadyYet({ ready: false, phase })
       // The store answers a read (a closed or failed store does not): the tenant count, one point read.
+      // ...and takes the Writer's writes (a full disk does not; Writer.writable).
       const ok = yield* gate.services.pipe(
-        Effect.flatMap((services) => Effect.provide(Effect.flatMap(Tenants, (t) => t.count), services)),
-        Effect.as(true),
+        Effect.flatMap((services) =>
+          Effect.provide(Effect.andThen(Effect.flatMap(Tenants, (t) => t.count), Effect.flatMap(Writer, (w) => w.writable)), services)
+        ),
+        // A store that hangs is not ready either.
+        Effect.timeout(Duration.seconds(READYZ_PROBE_TIMEOUT_S)),
         Effect.catch(() => Effect.succeed(false))
       )
       return ok ? { ready: true as const, phase } : yield* new NotReadyYet({ ready: false, phase: "store_unavailable" })

@@ -1,7 +1,7 @@
 /**
  * Every route of the router (server.ts sends it all but ingest): the admin
  * and operations API (api.ts) with its handlers and middleware, its OpenAPI
- * document at `GET /v1/openapi.json`, and the demo sink.
+ * document at `GET /v1/openapi.json`, the demo sink, and the operator console's files (console.ts).
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { Layer } from "effect"
@@ -11,15 +11,20 @@ import * as Admin from "./admin.js"
 import { Api, OPENAPI_PATH } from "./api.js"
 import * as Middleware from "./api-middleware.js"
 import * as Auth from "./auth.js"
+import * as Console from "./console.js"
+import * as ConsoleApi from "./console-api.js"
+import * as Limits from "./limits.js"
 import * as Ops from "./ops.js"
+import * as StoreCheck from "./store-check.js"
 
 export const layer = (config: Config) =>
   Layer.mergeAll(
     HttpApiBuilder.layer(Api, { openapiPath: OPENAPI_PATH }).pipe(
-      Layer.provide([Admin.layer(config), Ops.layer]),
+      Layer.provide([Admin.layer(config), ConsoleApi.layer(config), Limits.layer, Ops.layer, StoreCheck.layer]),
       Layer.provide([Auth.layer(config.adminTokens), Middleware.layerServices, Middleware.layerRequestErrors]),
       // The builder asks for the platform's file and ETag services; no endpoint serves a file.
       Layer.provide(NodeHttpServer.layerHttpServices)
     ),
-    Ops.demoSink(config)
+    Ops.demoSink(config),
+    Console.layer(config)
   )

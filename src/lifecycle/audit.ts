@@ -1,13 +1,13 @@
 /**
  * The `Audit` service: appends audit rows (replay, purge, quarantine deletes,
  * config reads), lists them newest first within a token's scope, and prunes
- * them by retention from a scheduled fiber. The only writer of the audit
- * column family.
+ * them by retention from a scheduled fiber. It builds every audit row; `stage`
+ * hands one to an action that commits it in its own batch (limits).
  */
 import { Clock, Context, Duration, Effect, Layer, Metric, Ref } from "effect"
 import { type AuditEntry, type AuditRow, decodeAudit, encodeAudit, mentions, visibleTo } from "../domain/audit.js"
 import { auditKey, decodeAuditKey, Families, familyDataRange } from "../domain/keys.js"
-import { del, put } from "../domain/ops.js"
+import { del, type Put, put } from "../domain/ops.js"
 import { auditPruned } from "../observability/lifecycle-metrics.js"
 import { scheduled } from "./scheduled.js"
 import { Store, type StoreError } from "../store/store.js"
@@ -52,6 +52,8 @@ export interface AuditPage {
 export interface AuditShape {
   /** Append one row (synced: an admin action is not acknowledged without its trace). */
   readonly record: (entry: AuditEntry) => Effect.Effect<AuditRow, StoreError>
+  /** The put of a new row (its seq taken now), for an action that commits it with its own ops in one synced batch. */
+  readonly stage: (entry: AuditEntry) => Effect.Effect<Put>
   readonly list: (q: AuditListQuery) => Effect.Effect<AuditPage, StoreError>
   /** Delete rows older than the retention; returns how many. */
   readonly prune: Effect.Effect<number, StoreError>
@@ -75,13 +77,17 @@ export const make = (options: Partial<AuditOptions> = {}) =>
     const last = yield* store.first("audit", DATA, { reverse: true })
     const nextSeq = yield* Ref.make(last === undefined ? 1 : decodeAuditKey(last.key).seq + 1)
 
-    const record = (entry: AuditEntry) =>
+    const staged = (entry: AuditEntry) =>
       Effect.gen(function* () {
         const seq = yield* Ref.getAndUpdate(nextSeq, (n) => n + 1)
         const at = yield* Clock.currentTimeMillis
-        yield* store.write([put("audit", auditKey(seq, at), encodeAudit(entry))], { sync: true })
-        return { ...entry, seq, at }
+        return { row: { ...entry, seq, at }, op: put("audit", auditKey(seq, at), encodeAudit(entry)) }
       })
+
+    const record = (entry: AuditEntry) =>
+      Effect.flatMap(staged(entry), ({ op, row }) => Effect.as(store.write([op], { sync: true }), row))
+
+    const stage = (entry: AuditEntry) => Effect.map(staged(entry), ({ op }) => op)
 
     const list = (q: AuditListQuery) =>
       Effect.gen(function* () {
@@ -126,7 +132,7 @@ export const make = (options: Partial<AuditOptions> = {}) =>
       return pruned
     })
 
-    return { record, list, prune } satisfies AuditShape
+    return { record, stage, list, prune } satisfies AuditShape
   })
 
 /**

@@ -50,6 +50,35 @@ export const outcomeRecorder = (sink: string, o: Outcome, context: Context.Conte
 }
 
 // ---------------------------------------------------------------------------
+// Fair dispatch (TEN-3, docs/delivery.md "Fair dispatch")
+
+const delayName = "ankusa_dispatch_delay_seconds"
+const delayOptions = {
+  description: "Delay from a row's due time to the start of its attempt",
+  /** 1 ms to about 9 h, quadrupling. */
+  boundaries: Metric.exponentialBoundaries({ start: 0.001, factor: 4, count: 13 })
+} as const
+
+/** Record the dispatch delay (seconds) of one attempt in the registry of `context`. */
+export const delayRecorder = (context: Context.Context<never>): ((seconds: number) => void) => {
+  const series = Metric.histogram(delayName, delayOptions)
+  return (seconds) => series.updateUnsafe(seconds, context)
+}
+
+const sinkThrottledName = "ankusa_sink_throttled_total"
+const sinkThrottledOptions = {
+  description: "Calls a sink's pace held back: by its rate limit, or by the pause a 429 with Retry-After asked for",
+  incremental: true
+} as const
+
+export const sinkThrottledRecorder = (sink: string, reason: "rate" | "retry_after", context: Context.Context<never>): (() => void) => {
+  const series = Metric.counter(sinkThrottledName, { ...sinkThrottledOptions, attributes: { sink, reason } })
+  // Present from boot, at 0.
+  series.updateUnsafe(0, context)
+  return () => series.updateUnsafe(1, context)
+}
+
+// ---------------------------------------------------------------------------
 // The gauge tick (src/observability/gauges.ts)
 
 /** The six counters of ord 0, one gauge each (TEN-1 §4). */

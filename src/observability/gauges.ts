@@ -8,6 +8,7 @@
 import { Clock, Context, Duration, Effect, Layer, Metric, Schedule } from "effect"
 import * as Counters from "../domain/counters.js"
 import * as M from "./delivery-metrics.js"
+import { Pipeline } from "../delivery/pipeline.js"
 import { Queue } from "../queue/queue.js"
 import { Tenants } from "../queue/tenants.js"
 import type { StoreError } from "../store/store.js"
@@ -42,6 +43,15 @@ export class Gauges extends Context.Service<Gauges, GaugesShape>()("ankusa/Gauge
 export const make = Effect.gen(function* () {
   const queue = yield* Queue
   const tenantsApi = yield* Tenants
+  const pipeline = yield* Effect.serviceOption(Pipeline)
+
+  /** The top TOP_TENANTS of `by` (value > 0), labelled by tenant id. */
+  const publishTop = (gauge: ReturnType<typeof TopTenants.makeTopGauge>, by: ReadonlyMap<number, number>) =>
+    Effect.gen(function* () {
+      const top = [...by].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, TOP_TENANTS)
+      const labels = yield* tenantsApi.labels(top.map(([ord]) => ord))
+      yield* gauge.set(top.map(([, value], i) => ({ tenant: labels[i]!, value })))
+    })
 
   const topTenants = (now: number) =>
     Effect.gen(function* () {
@@ -69,6 +79,12 @@ export const make = Effect.gen(function* () {
     yield* Metric.update(M.oldestDueAge, oldestDueAgeMs / 1000)
     yield* Metric.update(M.tenants, tenants)
     yield* TopTenants.set(top)
+    // TEN-3's per-tenant dispatch state, when a pipeline runs beside the gauges.
+    if (pipeline._tag === "Some") {
+      const stats = yield* pipeline.value.tenantStats
+      yield* publishTop(TopTenants.inflight, stats.inflight)
+      yield* publishTop(TopTenants.throttled, stats.throttled)
+    }
     return { counters, oldestDueAgeMs, tenants, top } satisfies Reading
   })
 

@@ -1,9 +1,9 @@
 /**
- * `ankusa_tenant_pending{tenant}` (TEN-1 §4): the pending rows of the last
- * gauge tick's top tenants, and only theirs. Each tick replaces the whole set:
- * the series of a tenant that left the top is removed from the metric
- * registry, so /metrics (and the registry's memory) holds at most
- * `Gauges.TOP_TENANTS` of these series over a node's life.
+ * Gauges by tenant for the top tenants only (TEN-1 §4, TEN-3): `ankusa_tenant_pending{tenant}`,
+ * `ankusa_tenant_inflight{tenant}` and `ankusa_tenant_throttled{tenant}`, as of the last gauge
+ * tick. Each tick replaces a gauge's whole set: the series of a tenant that left its top is removed
+ * from the metric registry, so /metrics (and the registry's memory) holds at most
+ * `Gauges.TOP_TENANTS` series of each over a node's life.
  */
 import { Effect, Metric } from "effect"
 
@@ -15,22 +15,44 @@ export interface TenantPending {
   readonly pending: number
 }
 
-const seriesOf = (tenant: string) => Metric.gauge(NAME, { description: HELP, attributes: { tenant } })
+export interface TenantValue {
+  readonly tenant: string
+  readonly value: number
+}
 
-let shown: ReadonlyArray<TenantPending> = []
+/** A gauge by tenant whose reported set each `set` replaces. */
+export const makeTopGauge = (name: string, help: string) => {
+  const seriesOf = (tenant: string) => Metric.gauge(name, { description: help, attributes: { tenant } })
+  let shown: ReadonlyArray<TenantValue> = []
+  return {
+    set: (top: ReadonlyArray<TenantValue>): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const next = top.map((t) => ({ tenant: t.tenant, value: t.value }))
+        const kept = new Set(next.map((t) => t.tenant))
+        const gone = shown.filter((t) => !kept.has(t.tenant))
+        shown = next
+        return Effect.andThen(
+          Effect.forEach(gone, (t) => Metric.remove(seriesOf(t.tenant)), { discard: true }),
+          Effect.forEach(next, (t) => Metric.update(seriesOf(t.tenant), t.value), { discard: true })
+        )
+      }),
+    current: (): ReadonlyArray<TenantValue> => shown
+  }
+}
+
+const pending = makeTopGauge(NAME, HELP)
 
 /** Replace the reported tenants with `top` (the gauge tick's ranking). */
-export const set = (top: ReadonlyArray<TenantPending>): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    const next = top.map((t) => ({ tenant: t.tenant, pending: t.pending }))
-    const kept = new Set(next.map((t) => t.tenant))
-    const gone = shown.filter((t) => !kept.has(t.tenant))
-    shown = next
-    return Effect.andThen(
-      Effect.forEach(gone, (t) => Metric.remove(seriesOf(t.tenant)), { discard: true }),
-      Effect.forEach(next, (t) => Metric.update(seriesOf(t.tenant), t.pending), { discard: true })
-    )
-  })
+export const set = (top: ReadonlyArray<TenantPending>): Effect.Effect<void> => pending.set(top.map((t) => ({ tenant: t.tenant, value: t.pending })))
 
 /** The tenants reported now, in rank order. */
-export const current = (): ReadonlyArray<TenantPending> => shown
+export const current = (): ReadonlyArray<TenantPending> => pending.current().map((t) => ({ tenant: t.tenant, pending: t.value }))
+
+/** TEN-3: rows claimed and not settled, of the top tenants by that count. */
+export const inflight = makeTopGauge("ankusa_tenant_inflight", "Rows claimed and not yet settled of the top tenants by that count, as of the last gauge tick")
+
+/** TEN-3: rows its limits (max inflight, rate) held back, since the previous gauge tick, of the top tenants by that count. */
+export const throttled = makeTopGauge(
+  "ankusa_tenant_throttled",
+  "Claim offers a tenant's max inflight or rate limit held back since the previous gauge tick, top tenants by that count"
+)

@@ -17,3 +17,8 @@ export const commitSeconds = Metric.histogram("ankusa_writer_commit_seconds", {
   description: "Duration of the Writer's synced write (the fsync included), per commit",
   boundaries: Metric.exponentialBoundaries({ start: 0.00025, factor: 2, count: 16 })
 })
+
+/** 1 while the store takes the Writer's commits; 0 from one it failed (a full disk, an I/O error) until one it takes. */
+export const storeWritable = Metric.gauge("ankusa_store_writable", {
+  description: "1 while the store takes the Writer's commits, 0 from a commit it failed (disk full, I/O error) until one succeeds"
+})

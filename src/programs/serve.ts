@@ -16,15 +16,15 @@
  * recovery), the Writer commits what it holds, the server closes, the store
  * closes.
  */
-import { Clock, Duration, Effect, Layer } from "effect"
+import { Clock, Duration, Effect, Layer, References } from "effect"
 import { HttpServer } from "effect/http"
-import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Config, type LogLevel, resolveUrl } from "../domain/config.js"
 import { familiesOf } from "../domain/keys.js"
 import * as Archive from "../lifecycle/archive.js"
 import * as Audit from "../lifecycle/audit.js"
 import * as ConfigLoader from "../config/config.js"
+import { checkDataDir } from "../config/data-dir.js"
 import * as DedupeSweep from "../lifecycle/dedupe-sweep.js"
 import * as DlqCeiling from "../lifecycle/dlq-ceiling.js"
 import * as EventLoopMetrics from "../observability/event-loop-metrics.js"
@@ -32,6 +32,7 @@ import * as Gauges from "../observability/gauges.js"
 import * as Gate from "../http/gate.js"
 import * as Http from "../http/server.js"
 import * as LifecycleMetrics from "../observability/lifecycle-metrics.js"
+import * as Limits from "../queue/limits.js"
 import * as Logger from "../observability/logger.js"
 import * as Migrate from "../queue/format/migrate.js"
 import * as Pipeline from "../delivery/pipeline.js"
@@ -40,6 +41,7 @@ import * as Quarantine from "../lifecycle/quarantine.js"
 import * as Queue from "../queue/queue.js"
 import * as Reclaim from "../lifecycle/reclaim.js"
 import * as Replay from "../queue/replay.js"
+import * as StoreCheck from "../queue/format/check-service.js"
 import * as StoreHealth from "../observability/store-health.js"
 import { layerRocksDb } from "../store/rocksdb.js"
 import { Store } from "../store/store.js"
@@ -65,6 +67,7 @@ export const sinksOf = (config: Config, origin: string): ReadonlyArray<Pipeline.
     headers: s.headers,
     secret: s.secret,
     concurrency: s.concurrency,
+    ratePerSec: s.ratePerSec,
     retry: s.retry
   }))
 
@@ -80,9 +83,11 @@ const origin = Effect.map(HttpServer.HttpServer, (server) => Http.originOf(serve
 const setPhase = (phase: Parameters<Gate.GateShape["setPhase"]>[0]) =>
   Layer.effectDiscard(Effect.flatMap(Gate.Gate, (gate) => gate.setPhase(phase)))
 
-/** 1. The store (refuses a newer format or a store another process holds). */
-const store = (storeDir: string) =>
-  layerRocksDb(storeDir).pipe(Layer.provide(Layer.effectDiscard(Effect.sync(() => fs.mkdirSync(storeDir, { recursive: true })))))
+/**
+ * 1. The store, in the directory `checkDataDir` made (refuses a newer format, or a store another
+ * process holds), and `store check` on it for `POST /v1/store/check` (behind the gate like all admin).
+ */
+const store = (storeDir: string) => layerRocksDb(storeDir).pipe(andThen(StoreCheck.layer))
 
 /** 2. HTTP, gate closed: /healthz and /readyz answer during the rest of boot. */
 const http = (config: Config, dataDir: string) =>
@@ -122,6 +127,7 @@ const services = (config: Config, dataDir: string) => {
   const audit = { retention: Duration.millis(config.audit.retentionMs) }
   return Wake.layer.pipe(
     andThen(Tenants.layer),
+    andThen(Limits.layer(config.tenants.limits)),
     andThen(Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs })),
     andThen(Quarantine.layer(quarantine)),
     andThen(Audit.layer(audit)),
@@ -164,25 +170,33 @@ const open = (config: Config, dataDir: string, storeDir: string) =>
       )
       yield* gate.open(yield* Effect.context<Gate.ApiServices>())
       const format = yield* (yield* Store).format
+      const tenants = yield* (yield* Tenants.Tenants).count
+      // The start line is printed at every log.level: it is how `--port 0` tells its port.
       yield* Effect.logInfo("ankusa serving").pipe(
         Effect.annotateLogs({
           address: yield* origin,
           dataDir,
           store: storeDir,
           format,
+          tenants,
           families: familiesOf(format).map((f) => f.name),
           sources: config.sources.map((s) => s.id),
           sinks: config.sinks.map((s) => s.name)
-        })
+        }),
+        Effect.provideService(References.MinimumLogLevel, "All")
       )
     })
   )
 
-/** Boot in the order above, serve until interrupted, shut down in reverse. */
+/**
+ * Check the data directory (a refusal is a `ConfigError`, before anything has
+ * started, so no `stopped` line), then boot in the order above, serve until
+ * interrupted, shut down in reverse.
+ */
 export const serve = (config: Config) => {
   const dataDir = path.resolve(config.dataDir)
   const storeDir = storeDirOf(dataDir)
-  return store(storeDir).pipe(
+  const launched = store(storeDir).pipe(
     andThen(http(config, dataDir)),
     andThen(migrations(config)),
     andThen(recovery),
@@ -191,6 +205,7 @@ export const serve = (config: Config) => {
     Layer.launch,
     Effect.ensuring(Effect.logInfo("stopped"))
   )
+  return Effect.andThen(checkDataDir(dataDir, storeDir), launched)
 }
 
 /** Load the configuration (refusing a bad one with the key named), then serve with its logger. */

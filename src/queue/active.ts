@@ -62,6 +62,47 @@ export const activeTenants =
       return [...out].map(([ord, buckets]): ActiveTenant => ({ ord, bucket: buckets[0]!, buckets }))
     })
 
+/** A bounded slice of the markers due by now, and where the next slice starts. */
+export interface MarkerSlice {
+  readonly tenants: ReadonlyArray<ActiveTenant>
+  /** The key after the last marker read; undefined when the slice reached now's end (start again from the first). */
+  readonly next: Uint8Array | undefined
+}
+
+/**
+ * TEN-3's discovery scan: at most `maxMarkers` markers due by `now`, from `from` (the first marker
+ * when undefined), grouped by tenant in first-sight order. Called tick after tick with the last
+ * `next`, it walks the whole index in slices, so a tenant is found within markers-before-it /
+ * `maxMarkers` ticks however many seconds another tenant's backlog spans.
+ */
+export const markerSlice =
+  (store: StoreShape) =>
+  (now: number, from: Uint8Array | undefined, maxMarkers: number): Effect.Effect<MarkerSlice, StoreError> =>
+    Effect.gen(function* () {
+      const range = Deliveries.activeRange(now)
+      let lo = from !== undefined && K.compare(from, range.lo) > 0 ? from : range.lo
+      if (K.compare(lo, range.hi) >= 0) lo = range.lo
+      const out = new Map<number, Array<number>>()
+      let scanned = 0
+      while (scanned < maxMarkers) {
+        const want = Math.min(ACTIVE_SCAN_PAGE, maxMarkers - scanned)
+        const page = yield* store.scan("index", { lo, hi: range.hi }, { limit: want })
+        scanned += page.length
+        for (const e of page) {
+          const m = K.decodeActiveKey(e.key)
+          const buckets = out.get(m.ord)
+          if (buckets === undefined) out.set(m.ord, [m.bucket])
+          else buckets.push(m.bucket)
+        }
+        if (page.length < want) return { tenants: toTenants(out), next: undefined }
+        lo = K.keyAfter(page[page.length - 1]!.key)
+      }
+      return { tenants: toTenants(out), next: lo }
+    })
+
+const toTenants = (m: Map<number, Array<number>>): ReadonlyArray<ActiveTenant> =>
+  [...m].map(([ord, buckets]): ActiveTenant => ({ ord, bucket: buckets[0]!, buckets }))
+
 // TEN-1 §5: from the first marker, verified against its tenant's firstDue; O(1).
 export const oldestDueAge = (store: StoreShape) => {
   const first = firstDue(store)

@@ -5,7 +5,7 @@
 import { Effect } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import type { StoreError, StoreShape } from "../store/store.js"
-import { type DueEntry, dueForTenant } from "./due.js"
+import { type DueEntry, readDue } from "./due.js"
 import type { WithTenant } from "./tenant-locks.js"
 
 export interface ClaimRequest {
@@ -14,12 +14,16 @@ export interface ClaimRequest {
   readonly floorAt: number
   /** Rows this tenant may take at most (its share of the tick). */
   readonly limit: number
+  /** Bytes this tenant may take at most (its first row is taken even past it); the tick's `bytes` still caps all. */
+  readonly bytes?: number
 }
 
 export interface ClaimedVisit {
   readonly ord: number
   /** Claimed rows in `at` order; empty when nothing was due from the floor. */
   readonly rows: ReadonlyArray<DueEntry>
+  /** Nothing more of this tenant is due by now past these rows. */
+  readonly drained: boolean
 }
 
 /**
@@ -31,7 +35,7 @@ export interface ClaimedVisit {
 export const claimDue =
   (store: StoreShape, withTenant: WithTenant) =>
   (now: number, requests: ReadonlyArray<ClaimRequest>, rows: number, bytes: number): Effect.Effect<Array<ClaimedVisit>, StoreError> => {
-    const read = dueForTenant(store)
+    const read = readDue(store)
     const visits: Array<ClaimedVisit> = []
     const visit = (i: number, rowsLeft: number, bytesLeft: number): Effect.Effect<void, StoreError> => {
       const r = requests[i]
@@ -41,12 +45,12 @@ export const claimDue =
       }
       return withTenant(
         r.ord,
-        Effect.suspend(() => read(r.ord, now, r.floorAt, Math.min(r.limit, rowsLeft), bytesLeft)).pipe(
+        Effect.suspend(() => read(r.ord, now, r.floorAt, Math.min(r.limit, rowsLeft), Math.min(r.bytes ?? bytesLeft, bytesLeft))).pipe(
           Effect.flatMap((due) => {
-            visits.push({ ord: r.ord, rows: due })
+            visits.push({ ord: r.ord, rows: due.rows, drained: due.drained })
             let used = 0
-            for (const d of due) used += d.value.size
-            return visit(i + 1, rowsLeft - due.length, bytesLeft - used)
+            for (const d of due.rows) used += d.value.size
+            return visit(i + 1, rowsLeft - due.rows.length, bytesLeft - used)
           })
         )
       )

@@ -14,12 +14,19 @@ export interface DueEntry {
 
 const decodeDue = (e: Entry): DueEntry => ({ ref: K.decodeDueKey(e.key), value: K.decodeDueValue(e.value) })
 
-export const dueForTenant =
+/** A page of a tenant's due rows, and whether it holds every row due from the floor (none left past it by now). */
+export interface DuePage {
+  readonly rows: ReadonlyArray<DueEntry>
+  readonly drained: boolean
+}
+
+export const readDue =
   (store: StoreShape) =>
-  (ord: number, now: number, floorAt: number, limit: number, byteBudget: number): Effect.Effect<ReadonlyArray<DueEntry>, StoreError> =>
+  (ord: number, now: number, floorAt: number, limit: number, byteBudget: number): Effect.Effect<DuePage, StoreError> =>
     Effect.gen(function* () {
       const out: Array<DueEntry> = []
-      if (limit <= 0 || byteBudget <= 0 || floorAt > now) return out
+      if (limit <= 0 || byteBudget <= 0) return { rows: out, drained: false }
+      if (floorAt > now) return { rows: out, drained: true }
       const range = Deliveries.dueRange(ord, floorAt, now)
       let lo = range.lo
       let bytes = 0
@@ -29,15 +36,20 @@ export const dueForTenant =
         for (const e of page) {
           const d = decodeDue(e)
           // The first row is taken even past the budget, so one oversized row cannot wedge its tenant.
-          if (out.length > 0 && bytes + d.value.size > byteBudget) return out
+          if (out.length > 0 && bytes + d.value.size > byteBudget) return { rows: out, drained: false }
           out.push(d)
           bytes += d.value.size
         }
-        if (page.length < want) break
+        if (page.length < want) return { rows: out, drained: true }
         lo = K.keyAfter(page[page.length - 1]!.key)
       }
-      return out
+      return { rows: out, drained: false }
     })
+
+export const dueForTenant =
+  (store: StoreShape) =>
+  (ord: number, now: number, floorAt: number, limit: number, byteBudget: number): Effect.Effect<ReadonlyArray<DueEntry>, StoreError> =>
+    Effect.map(readDue(store)(ord, now, floorAt, limit, byteBudget), (p) => p.rows)
 
 export const firstDue =
   (store: StoreShape) =>

@@ -13,7 +13,7 @@ import type { Envelope } from "../domain/envelope.js"
 import * as K from "../domain/keys.js"
 import type { Op } from "../domain/ops.js"
 import { type Entry, Store, type StoreCorrupt, type StoreError, type StoreShape } from "../store/store.js"
-import { type ActiveTenant, activeTenants, oldestDueAge } from "./active.js"
+import { type ActiveTenant, activeTenants, markerSlice, type MarkerSlice, oldestDueAge } from "./active.js"
 import { type ClaimedVisit, claimDue, type ClaimRequest } from "./claim.js"
 import { type DeadPage, dead, deadPage } from "./dead.js"
 import { deadSizes, dropDead } from "./dlq-drop.js"
@@ -33,6 +33,7 @@ export {
   ACTIVE_SCAN_PAGE,
   ACTIVE_TENANTS_LIMIT,
   type ActiveTenant,
+  type MarkerSlice,
   OLDEST_AGE_MAX_STALE
 } from "./active.js"
 export { type ClaimedVisit, type ClaimRequest } from "./claim.js"
@@ -47,6 +48,8 @@ export { SOURCE_FOLD_CHUNK, type SourcePending } from "./source.js"
 
 export interface QueueShape {
   readonly activeTenants: (now: number, limit?: number) => Effect.Effect<ReadonlyArray<ActiveTenant>, StoreError>
+  /** TEN-3's discovery: the next slice of the markers due by now (active.ts). */
+  readonly markerSlice: (now: number, from: Uint8Array | undefined, maxMarkers: number) => Effect.Effect<MarkerSlice, StoreError>
   readonly dueForTenant: (
     ord: number,
     now: number,
@@ -140,6 +143,7 @@ export const make = (store: StoreShape): QueueShape => {
   const countersOf = counters(store)
   return {
     activeTenants: activeTenants(store),
+    markerSlice: markerSlice(store),
     claim: claimDue(store, withTenant),
     settle: settle(store),
     deliveryRow: deliveryRow(store),

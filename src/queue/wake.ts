@@ -1,24 +1,48 @@
 /**
  * The pipeline's wake (docs/architecture.md "The pipeline"): a coalescing
- * signal. The Writer signals it after each successful commit, the pipeline
- * after a full tick or freed inflight slots; the tick fiber waits on it
- * between periods. Signals while nobody waits collapse into one, so a busy
- * Writer costs the tick one extra pass, not one per commit.
+ * signal, and the tenants that got due rows since the last tick. The Writer
+ * signals it after each commit with the tenants it wrote hooks for, the
+ * pipeline after a full tick or freed inflight slots; the tick fiber waits on
+ * it between periods and takes the tenants. Signals while nobody waits
+ * collapse into one, so a busy Writer costs the tick one extra pass, not one
+ * per commit.
  */
 import { Context, Effect, Layer, Queue } from "effect"
+
+/** Tenants a wake holds for the next tick at most; past it the tick finds the rest through the markers. */
+export const WAKE_HINTS_MAX = 65_536
 
 export interface WakeShape {
   /** Never blocks; any number of signals before the next wait count as one. */
   readonly signal: Effect.Effect<void>
+  /** `signal`, naming tenants that have rows due now (the tick serves them without waiting for the marker scan). */
+  readonly hint: (ords: Iterable<number>) => Effect.Effect<void>
   /** Until the next signal, or at once if one came since the last wait (one waiter: the tick). */
   readonly await: Effect.Effect<void>
+  /** The tenants hinted since the last take, in hint order. */
+  readonly takeHints: () => ReadonlyArray<number>
 }
 
 export class Wake extends Context.Service<Wake, WakeShape>()("ankusa/Wake") {}
 
-export const make: Effect.Effect<WakeShape> = Effect.map(Queue.sliding<void>(1), (latch) => ({
-  signal: Effect.asVoid(Queue.offer(latch, undefined)),
-  await: Queue.take(latch)
-}))
+export const make: Effect.Effect<WakeShape> = Effect.map(Queue.sliding<void>(1), (latch) => {
+  let hints = new Set<number>()
+  const signal = Effect.asVoid(Queue.offer(latch, undefined))
+  return {
+    signal,
+    hint: (ords) =>
+      Effect.suspend(() => {
+        for (const o of ords) if (hints.size < WAKE_HINTS_MAX) hints.add(o)
+        return signal
+      }),
+    await: Queue.take(latch),
+    takeHints: () => {
+      if (hints.size === 0) return []
+      const out = [...hints]
+      hints = new Set()
+      return out
+    }
+  }
+})
 
 export const layer: Layer.Layer<Wake> = Layer.effect(Wake, make)

@@ -4,7 +4,7 @@
  * assignment, hook ids, idempotency keys and tenant ordinal allocation, and
  * the bounded tenant id → ord cache. See docs/architecture.md "The Writer".
  */
-import { Cause, Clock, Context, Data, Effect, Exit, Fiber, Layer, Metric, Queue, Semaphore } from "effect"
+import { Cause, Clock, Context, Data, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Semaphore } from "effect"
 import * as Dedupe from "../domain/dedupe.js"
 import * as Deliveries from "../domain/deliveries.js"
 import * as HookId from "../domain/hook-id.js"
@@ -63,6 +63,12 @@ export interface WriterShape {
   /** Requests taken by nobody yet (a gauge of back-pressure; tests use it to line up one batch). */
   readonly queued: Effect.Effect<number>
   /**
+   * The store takes the Writer's writes: true unless the last commit failed in the store (a full
+   * disk, an I/O error) and a probe now fails too (an unsynced rewrite of `m:next_seq` with its
+   * value, in the commit section). `/readyz` answers 503 `store_unavailable` while it is false.
+   */
+  readonly writable: Effect.Effect<boolean>
+  /**
    * Run `effect` with no ingest commit in between: the Writer's commit section
    * (a batch's reads through its write). For a read-then-write elsewhere that an
    * ingest commit must not split (the dedupe sweep). Keep it short: ingest waits;
@@ -119,6 +125,11 @@ export const make = (options: WriterOptions = {}) =>
     let carry: Array<Item> = []
     let closing = false
     const section = yield* Semaphore.make(1)
+    // Set by a commit the store failed, cleared by one it took (see `writable`); `ankusa_store_writable` mirrors it.
+    let storeFailed = false
+    const markStore = (failed: boolean) =>
+      Effect.suspend(() => ((storeFailed = failed), Metric.update(WriterMetrics.storeWritable, failed ? 0 : 1)))
+    yield* markStore(false)
 
     const took = (items: Iterable<Item>) => {
       for (const it of items) queuedBytes -= it.bytes
@@ -200,6 +211,7 @@ export const make = (options: WriterOptions = {}) =>
         extra.push(put("default", Keys.Meta.nextSeq, Keys.encodeU64(nextSeq)))
         const started = performance.now()
         yield* store.write(Deliveries.batch(transitions, extra), { sync: true })
+        if (storeFailed) yield* markStore(false)
         yield* Metric.update(WriterMetrics.commitSeconds, (performance.now() - started) / 1000)
         yield* Metric.update(WriterMetrics.batchRequests, items.length)
 
@@ -215,8 +227,8 @@ export const make = (options: WriterOptions = {}) =>
           // Later copies in the same batch answer as duplicates of the first.
           yield* succeed(w.items.slice(1), { ...r, duplicate: true })
         }
-        // New rows need not wait for the pipeline's next tick.
-        yield* wake.signal
+        // New rows need not wait for the pipeline's next tick, nor for its marker scan to find their tenants.
+        yield* wake.hint(answers.map(([w]) => ords.get(w.tenant)!))
       })
 
     // Every request of the batch gets an answer: a failed commit fails them all (completed ones stay completed).
@@ -224,6 +236,7 @@ export const make = (options: WriterOptions = {}) =>
       section.withPermits(1)(commit(items)).pipe(
         Effect.catchCause((cause) =>
           Effect.logError("writer: batch failed", Cause.pretty(cause)).pipe(
+            Effect.andThen(Option.exists(Cause.findErrorOption(cause), (e) => e._tag === "StoreError") ? markStore(true) : Effect.void),
             Effect.andThen(answer(items, Exit.failCause(cause)))
           )
         )
@@ -315,7 +328,18 @@ export const make = (options: WriterOptions = {}) =>
 
     const queued = Effect.map(Queue.size(queue), (n) => Math.max(0, n) + carry.length)
 
-    return { submit, enqueue, queued, exclusive: section.withPermits(1) } satisfies WriterShape
+    const probe = Effect.suspend(() => store.write([put("default", Keys.Meta.nextSeq, Keys.encodeU64(state.nextSeq))], { sync: false }))
+    const writable = Effect.suspend(() =>
+      storeFailed
+        ? section.withPermits(1)(probe).pipe(
+            Effect.andThen(markStore(false)),
+            Effect.as(true),
+            Effect.catch(() => Effect.succeed(false))
+          )
+        : Effect.succeed(true)
+    )
+
+    return { submit, enqueue, queued, writable, exclusive: section.withPermits(1) } satisfies WriterShape
   })
 
 /** The Writer over the `Store`, signalling `Wake` after each commit; closing its scope drains the queue (see `make`). */

@@ -141,7 +141,7 @@ export const makeMemoryStore = (opts: MemoryOptions = {}): Effect.Effect<StoreSh
         return Effect.void
       })
     let format = yield* initialize(
-      { get: (key) => Effect.sync(() => db.find("default", key)?.value), write },
+      { get: (cf, key) => Effect.sync(() => db.find(cf, key)?.value), write },
       opts.supportedFormat ?? CURRENT_FORMAT
     )
     const readFormat = Effect.sync(() => {

@@ -7,7 +7,7 @@ import { type ColumnOptions, RocksLevel } from "@nxtedition/rocksdb"
 import { Effect } from "effect"
 import { decodeU32, Meta } from "../domain/keys.js"
 import { type ColumnFamily, ColumnFamilies, ColumnFamiliesV2 } from "../domain/ops.js"
-import { StoreError, StoreFormatNewer, StoreLocked } from "./store.js"
+import { StoreError, StoreFormatNewer, StoreLocked, StorePermissionDenied } from "./store.js"
 
 const MiB = 1024 * 1024
 
@@ -122,17 +122,20 @@ const probeNewer = (dir: string, names: ReadonlyArray<string>, extra: ReadonlyAr
     closeDb
   )
 
-const openError = (dir: string, message: string): StoreError | StoreLocked =>
-  /\bLOCK\b|lock hold by current process/.test(message)
-    ? new StoreLocked({ dir, message: `store ${dir} is already open (by another process or handle): ${message}` })
-    : new StoreError({ op: "open", message: `${dir}: ${message}` })
+/** Permission first: RocksDB's "While open a file for lock: …/LOCK: Permission denied" names the LOCK file too. */
+const openError = (dir: string, message: string): StoreError | StoreLocked | StorePermissionDenied =>
+  /Permission denied|Operation not permitted|\bEACCES\b|\bEPERM\b/.test(message)
+    ? new StorePermissionDenied({ dir, message: `store ${dir}: permission denied: ${message}` })
+    : /\bLOCK\b|lock hold by current process/.test(message)
+      ? new StoreLocked({ dir, message: `store ${dir} is already open (by another process or handle): ${message}` })
+      : new StoreError({ op: "open", message: `${dir}: ${message}` })
 
 /** Open `dir` with the column families of format `supported`, creating what is missing. */
 export const openDb = (
   dir: string,
   supported: number,
   tuning: OpenTuning
-): Effect.Effect<RocksLevel, StoreError | StoreLocked | StoreFormatNewer> => {
+): Effect.Effect<RocksLevel, StoreError | StoreLocked | StorePermissionDenied | StoreFormatNewer> => {
   const names = columnFamiliesOf(supported)
   return rawOpen(dir, names, tuning).pipe(
     Effect.catch((message) => {

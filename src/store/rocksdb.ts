@@ -131,7 +131,7 @@ const makeStore = (
 
     const readFormat = Effect.map(getMany("default", [Meta.format]), ([v]) => (v === undefined ? supported : decodeU32(v)))
 
-    yield* initialize({ get: (key) => Effect.map(getMany("default", [key]), (vs) => vs[0]), write: (b) => write(b, true) }, supported)
+    yield* initialize({ get: (cf, key) => Effect.map(getMany(cf, [key]), (vs) => vs[0]), write: (b) => write(b, true) }, supported)
 
     const store: StoreShape = {
       write: (batch, opts) => write(batch, opts.sync),

@@ -94,7 +94,13 @@ export class StoreLocked extends Data.TaggedError("StoreLocked")<{
   readonly message: string
 }> {}
 
-export type StoreOpenError = StoreError | StoreFormatNewer | StoreLocked
+/** The store directory or one of its files may not be opened or written by this process (never reported as `StoreLocked`). */
+export class StorePermissionDenied extends Data.TaggedError("StorePermissionDenied")<{
+  readonly dir: string
+  readonly message: string
+}> {}
+
+export type StoreOpenError = StoreError | StoreFormatNewer | StoreLocked | StorePermissionDenied
 
 export interface StoreShape {
   /** Commit every op atomically. `sync: true`: durable (fsync'd) before the effect succeeds. */

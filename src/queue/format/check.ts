@@ -2,7 +2,7 @@
  * The store's fsck (TEN-1 §4, §5, §9): fold the base families with sentinel
  * checks, compare every counter (every tenant and the aggregate, all six
  * fields) with the fold, and check the derived structures: markers, the
- * `?X`/`?x` mirror, delivery rows, the tenant maps and `m:next_ord`.
+ * `?X`/`?x` mirror, delivery rows, the tenant maps, limits overrides and `m:next_ord`.
  * Used by tests, `store check` and the crash test.
  *
  * Memory: one counter record per tenant and one chunk of rows at a time;
@@ -12,6 +12,7 @@ import { Effect, Stream } from "effect"
 import * as Counters from "../../domain/counters.js"
 import * as Deliveries from "../../domain/deliveries.js"
 import * as K from "../../domain/keys.js"
+import * as Limits from "../../domain/limits.js"
 import { decodeInt64LE } from "../../domain/ops.js"
 import * as Tenants from "../../domain/tenants.js"
 import { familyRows } from "../../store/family.js"
@@ -32,6 +33,7 @@ export type Problem =
   | "dead_without_ord" // a format 2 ?x value in a format 3 store
   | "tenant_without_ord" // a ?t whose ?n is missing or names another ord
   | "ord_without_tenant" // a ?n whose ?t is missing or names another tenant
+  | "limits_without_tenant" // a ?l whose ?t is missing or a tombstone
   | "ord_not_allocated" // an ordinal >= m:next_ord
   | "bad_row" // a key or value that does not decode
   | "corrupt" // a family scan failed its sentinel check
@@ -216,32 +218,51 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
       })
     )
 
-    // Tenant maps: ?t -> ?n and ?n -> ?t (a ?t tombstone has an empty value and no ?n).
-    yield* walk(K.Families.tenants, (chunk) =>
-      Effect.gen(function* () {
-        const live = decodeAll(K.Families.tenants, chunk, (e) => ({ key: e.key, ord: K.decodeTenantKey(e.key), id: K.asBuffer(e.value).toString("utf8") }))
-        for (const t of live) seenOrds.add(t.ord)
-        const named = live.filter((t) => t.id.length > 0)
-        const ords = yield* store.multiGet("tenants", named.map((t) => K.tenantOrdKey(t.id)))
-        named.forEach((t, i) => {
-          const v = ords[i]
-          const found = v === undefined || v.length !== 4 ? undefined : K.decodeU32(v)
-          if (found !== t.ord) report({ problem: "tenant_without_ord", family: "tenant_ords", ord: t.ord, expected: t.ord, found: found ?? "none", key: hex(t.key) })
+    // The tenant maps and the limits overrides, in one pass each.
+    const tenantMaps = Effect.gen(function* () {
+      // Tenant maps: ?t -> ?n and ?n -> ?t (a ?t tombstone has an empty value and no ?n).
+      yield* walk(K.Families.tenants, (chunk) =>
+        Effect.gen(function* () {
+          const live = decodeAll(K.Families.tenants, chunk, (e) => ({ key: e.key, ord: K.decodeTenantKey(e.key), id: K.asBuffer(e.value).toString("utf8") }))
+          for (const t of live) seenOrds.add(t.ord)
+          const named = live.filter((t) => t.id.length > 0)
+          const ords = yield* store.multiGet("tenants", named.map((t) => K.tenantOrdKey(t.id)))
+          named.forEach((t, i) => {
+            const v = ords[i]
+            const found = v === undefined || v.length !== 4 ? undefined : K.decodeU32(v)
+            if (found !== t.ord) report({ problem: "tenant_without_ord", family: "tenant_ords", ord: t.ord, expected: t.ord, found: found ?? "none", key: hex(t.key) })
+          })
         })
-      })
-    )
-    yield* walk(K.Families.tenant_ords, (chunk) =>
-      Effect.gen(function* () {
-        const named = decodeAll(K.Families.tenant_ords, chunk, (e) => ({ key: e.key, id: K.decodeTenantOrdKey(e.key), ord: K.decodeU32(e.value) }))
-        for (const n of named) seenOrds.add(n.ord)
-        const ids = yield* store.multiGet("tenants", named.map((n) => K.tenantKey(n.ord)))
-        named.forEach((n, i) => {
-          const v = ids[i]
-          const found = v === undefined ? undefined : K.asBuffer(v).toString("utf8")
-          if (found !== n.id) report({ problem: "ord_without_tenant", family: "tenants", ord: n.ord, expected: n.id, found: found ?? "none", key: hex(n.key) })
+      )
+      yield* walk(K.Families.tenant_ords, (chunk) =>
+        Effect.gen(function* () {
+          const named = decodeAll(K.Families.tenant_ords, chunk, (e) => ({ key: e.key, id: K.decodeTenantOrdKey(e.key), ord: K.decodeU32(e.value) }))
+          for (const n of named) seenOrds.add(n.ord)
+          const ids = yield* store.multiGet("tenants", named.map((n) => K.tenantKey(n.ord)))
+          named.forEach((n, i) => {
+            const v = ids[i]
+            const found = v === undefined ? undefined : K.asBuffer(v).toString("utf8")
+            if (found !== n.id) report({ problem: "ord_without_tenant", family: "tenants", ord: n.ord, expected: n.id, found: found ?? "none", key: hex(n.key) })
+          })
         })
-      })
-    )
+      )
+
+      // Limits overrides ?l: a value this build reads, of a live tenant.
+      yield* walk(K.Families.tenant_limits, (chunk) =>
+        Effect.gen(function* () {
+          const rows = decodeAll(K.Families.tenant_limits, chunk, (e) => ({ key: e.key, ord: K.decodeTenantLimitsKey(e.key), value: e.value }))
+          for (const r of rows) {
+            seenOrds.add(r.ord)
+            if (Limits.decode(r.value) === undefined) report({ problem: "bad_row", family: "tenant_limits", ord: r.ord, key: hex(r.key), found: hex(r.value) })
+          }
+          const ids = yield* store.multiGet("tenants", rows.map((r) => K.tenantKey(r.ord)))
+          rows.forEach((r, i) => {
+            if (ids[i] === undefined || ids[i]!.length === 0) report({ problem: "limits_without_tenant", family: "tenants", ord: r.ord, found: ids[i] === undefined ? "none" : "tombstone", key: hex(r.key) })
+          })
+        })
+      )
+    })
+    yield* tenantMaps
 
     // Counters as stored.
     const stored = new Map<number, Mutable>()
@@ -265,19 +286,7 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
       })
     )
 
-    // Every tenant's counters against the fold, then the aggregate against the fold's sum.
-    const sum: Mutable = { ...Counters.zero }
-    for (const c of fold.values()) for (const f of Counters.FieldNames) sum[f] += c[f]
-    const ords = [...new Set([...fold.keys(), ...stored.keys()])].filter((o) => o !== Counters.AGGREGATE).sort((a, b) => a - b)
-    const compare = (ord: number, expected: Counters.TenantCounters, found: Counters.TenantCounters) => {
-      for (const f of Counters.FieldNames) {
-        if (expected[f] !== found[f]) report({ problem: "counter", family: "counters", ord, field: f, expected: expected[f], found: found[f] })
-      }
-    }
-    for (const ord of ords) compare(ord, fold.get(ord) ?? Counters.zero, stored.get(ord) ?? Counters.zero)
-    compare(Counters.AGGREGATE, sum, stored.get(Counters.AGGREGATE) ?? Counters.zero)
-    if (fold.has(Counters.AGGREGATE)) report({ problem: "ord_not_allocated", family: "index", ord: Counters.AGGREGATE, found: "rows filed under the aggregate ord 0" })
-
+    compareWithFold(fold, stored, report)
     // m:next_ord is above every ordinal in use.
     const nextOrd = Tenants.nextOrdOf(yield* store.get("default", K.Meta.nextOrd))
     for (const ord of [...seenOrds].sort((a, b) => a - b)) {
@@ -286,6 +295,21 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
 
     return { ok: differenceCount === 0, format, rows, tenants: [...seenOrds].filter((o) => o !== Counters.AGGREGATE).length, differences, differenceCount }
   })
+
+/** Every tenant's counters against the fold, then the aggregate against the fold's sum. */
+const compareWithFold = (fold: ReadonlyMap<number, Mutable>, stored: ReadonlyMap<number, Mutable>, report: (d: Difference) => void) => {
+  const sum: Mutable = { ...Counters.zero }
+  for (const c of fold.values()) for (const f of Counters.FieldNames) sum[f] += c[f]
+  const ords = [...new Set([...fold.keys(), ...stored.keys()])].filter((o) => o !== Counters.AGGREGATE).sort((a, b) => a - b)
+  const compare = (ord: number, expected: Counters.TenantCounters, found: Counters.TenantCounters) => {
+    for (const f of Counters.FieldNames) {
+      if (expected[f] !== found[f]) report({ problem: "counter", family: "counters", ord, field: f, expected: expected[f], found: found[f] })
+    }
+  }
+  for (const ord of ords) compare(ord, fold.get(ord) ?? Counters.zero, stored.get(ord) ?? Counters.zero)
+  compare(Counters.AGGREGATE, sum, stored.get(Counters.AGGREGATE) ?? Counters.zero)
+  if (fold.has(Counters.AGGREGATE)) report({ problem: "ord_not_allocated", family: "index", ord: Counters.AGGREGATE, found: "rows filed under the aggregate ord 0" })
+}
 
 /** One line per difference, for the CLI. */
 export const formatReport = (r: CheckReport): string => {

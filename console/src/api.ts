@@ -1,0 +1,190 @@
+/**
+ * The console's only way to the node: the admin API of the origin that served it (docs/api.md),
+ * with the signed-in token as a bearer header. Nothing else is ever fetched. A 401 signs out.
+ */
+import * as Session from "./session.js"
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string
+  ) {
+    super(message)
+  }
+}
+
+export interface Principal {
+  readonly name: string
+  readonly tenants: ReadonlyArray<string> | null
+}
+
+export interface Counters {
+  readonly tenant: string
+  readonly pending: number
+  readonly scheduled: number
+  readonly inflight: number
+  readonly dead: number
+  readonly bytes: number
+  readonly archive_pending: number
+}
+
+export interface DeadItem {
+  readonly id: string
+  readonly tenant: string | null
+  readonly source: string
+  readonly sink: string | null
+  readonly sink_index: number
+  readonly seq: number
+  readonly dead_at: string
+  readonly attempts: number | null
+  readonly last_status: number | null
+}
+
+export interface Page<A> {
+  readonly items: ReadonlyArray<A>
+  readonly next_cursor: string | null
+}
+
+export interface HookDetail {
+  readonly id: string
+  readonly tenant: string
+  readonly source: string
+  readonly received_at: string
+  readonly content_type: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly body_bytes: number
+  readonly body_preview: string
+  readonly body_preview_encoding: "utf8" | "base64"
+  readonly body_truncated: boolean
+  readonly deliveries: ReadonlyArray<{
+    readonly sink: string | null
+    readonly sink_index: number
+    readonly exists: boolean
+    readonly attempts: number | null
+    readonly last_status: number | null
+    readonly last_attempt_at: string | null
+    readonly size: number | null
+  }>
+}
+
+export interface Sample {
+  readonly at: string
+  readonly pending: number
+  readonly scheduled: number
+  readonly inflight: number
+  readonly dead: number
+  readonly bytes: number
+  readonly archive_pending: number
+  readonly oldest_due_age_seconds: number
+  readonly tenants: number
+  readonly ingested: number
+  readonly delivered: number
+  readonly failed: number
+  readonly ingest_per_second: number
+  readonly delivered_per_second: number
+  readonly failed_per_second: number
+}
+
+export interface History {
+  readonly interval_ms: number
+  readonly max_samples: number
+  readonly samples: ReadonlyArray<Sample>
+}
+
+export interface SinkStats {
+  readonly sink: string
+  readonly delivered: number
+  readonly retried: number
+  readonly dead: number
+  readonly dropped: number
+  readonly calls: number
+  readonly p50_seconds: number | null
+  readonly p99_seconds: number | null
+  readonly mean_seconds: number | null
+}
+
+export interface QuarantineItem {
+  readonly at: string
+  readonly tenant: string
+  readonly source: string
+  readonly reason: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly body_base64: string
+}
+
+export interface AuditItem {
+  readonly seq: number
+  readonly at: string
+  readonly actor: string
+  readonly tenants: ReadonlyArray<string> | null
+  readonly action: string
+  readonly params: Readonly<Record<string, unknown>>
+}
+
+export interface ReplayFilter {
+  readonly tenant?: string
+  readonly source?: string
+  readonly from?: number
+  readonly to?: number
+  readonly ids?: ReadonlyArray<string>
+}
+
+export interface ReplayResult {
+  readonly revived: number
+  readonly scanned: number
+  readonly done: boolean
+}
+
+/** A query string of the defined values. */
+const query = (params: Readonly<Record<string, string | number | undefined | null>>): string => {
+  const q = new URLSearchParams()
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") q.set(k, String(v))
+  const s = q.toString()
+  return s === "" ? "" : `?${s}`
+}
+
+const call = async <A>(method: string, path: string, body?: unknown, token = Session.token()): Promise<A> => {
+  const headers: Record<string, string> = { accept: "application/json" }
+  if (token !== undefined) headers["authorization"] = `Bearer ${token}`
+  if (body !== undefined) headers["content-type"] = "application/json"
+  const init: RequestInit = { method, headers, cache: "no-store", credentials: "omit", redirect: "error" }
+  if (body !== undefined) init.body = JSON.stringify(body)
+  const r = await fetch(path, init)
+  const text = await r.text()
+  let doc: any = null
+  try {
+    doc = text === "" ? null : JSON.parse(text)
+  } catch {
+    // not JSON: the status says enough
+  }
+  if (!r.ok) {
+    if (r.status === 401 && token === Session.token()) Session.signOut()
+    throw new ApiError(r.status, doc?.error ?? "http_" + r.status, doc?.message ?? `${r.status} ${r.statusText}`)
+  }
+  return doc as A
+}
+
+const seg = encodeURIComponent
+
+export const api = {
+  /** Checks a token before it is kept (sign-in). */
+  whoami: (token?: string) => call<Principal>("GET", "/v1/whoami", undefined, token),
+  history: () => call<History>("GET", "/v1/stats/history"),
+  sinks: () => call<{ readonly since: string; readonly items: ReadonlyArray<SinkStats> }>("GET", "/v1/stats/sinks"),
+  tenants: () => call<{ readonly items: ReadonlyArray<{ readonly tenant: string; readonly pending: number }> }>("GET", "/v1/tenants"),
+  tenant: (tenant: string) => call<Counters>("GET", `/v1/tenants/${seg(tenant)}`),
+  purge: (tenant: string, kinds: ReadonlyArray<"pending" | "dead">) =>
+    call<{ readonly purged: { readonly pending: number; readonly dead: number }; readonly done: boolean }>(
+      "DELETE",
+      `/v1/tenants/${seg(tenant)}/queue${query({ kinds: kinds.join(",") })}`
+    ),
+  dlq: (q: { readonly tenant?: string | undefined; readonly limit?: number; readonly cursor?: string | null | undefined }) =>
+    call<Page<DeadItem>>("GET", `/v1/dlq${query({ tenant: q.tenant, limit: q.limit, cursor: q.cursor })}`),
+  hook: (id: string) => call<HookDetail>("GET", `/v1/dlq/${seg(id)}`),
+  replay: (filter: ReplayFilter) => call<ReplayResult>("POST", "/v1/dlq/replay", filter),
+  quarantine: (q: { readonly tenant?: string | undefined; readonly cursor?: string | null | undefined }) =>
+    call<Page<QuarantineItem>>("GET", `/v1/quarantine${query({ tenant: q.tenant, cursor: q.cursor, limit: 50 })}`),
+  quarantineDelete: (tenant: string) => call<{ readonly deleted: number }>("DELETE", `/v1/quarantine${query({ tenant })}`),
+  audit: (q: { readonly cursor?: string | null | undefined }) => call<Page<AuditItem>>("GET", `/v1/audit${query({ cursor: q.cursor, limit: 50 })}`)
+}

@@ -1,0 +1,55 @@
+/** Sinks: each sink's delivery outcomes and call latency since the process started (`GET /v1/stats/sinks`). */
+import { api, type Principal } from "../api.js"
+import { Loading, Problem } from "../components/status.js"
+import * as F from "../format.js"
+import { useLoad } from "../load.js"
+
+const Table = () => {
+  const stats = useLoad(api.sinks, [], 10_000)
+  if (stats.data === undefined) return stats.error !== undefined ? <Problem error={stats.error} /> : <Loading />
+  return (
+    <>
+      <div class="table-wrap">
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Sink</th>
+              <th scope="col" class="num">Delivered</th>
+              <th scope="col" class="num">Retried</th>
+              <th scope="col" class="num">Dead</th>
+              <th scope="col" class="num">Dropped</th>
+              <th scope="col" class="num">p50</th>
+              <th scope="col" class="num">p99</th>
+              <th scope="col" class="num">Mean</th>
+            </tr>
+          </thead>
+          <tbody>
+            {stats.data.items.map((s) => (
+              <tr key={s.sink} data-sink={s.sink}>
+                <td>{s.sink}</td>
+                <td class="num">{F.count(s.delivered)}</td>
+                <td class="num">{F.count(s.retried)}</td>
+                <td class="num">{F.count(s.dead)}</td>
+                <td class="num">{F.count(s.dropped)}</td>
+                <td class="num">{F.duration(s.p50_seconds)}</td>
+                <td class="num">{F.duration(s.p99_seconds)}</td>
+                <td class="num">{F.duration(s.mean_seconds)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      <p class="muted">
+        Since the node started ({F.time(stats.data.since)}). Latency is one sink call, start to answer or error; p50 and p99 are
+        estimated from the histogram's buckets.
+      </p>
+    </>
+  )
+}
+
+export const Sinks = ({ principal }: { readonly principal: Principal }) => (
+  <>
+    <h1>Sinks</h1>
+    {principal.tenants === null ? <Table /> : <p class="muted">Per-sink figures count every tenant's deliveries: they need a global token.</p>}
+  </>
+)

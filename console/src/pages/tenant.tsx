@@ -1,0 +1,111 @@
+/**
+ * One tenant: its six counters, its newest dead rows, and purge, after a confirmation that names
+ * the tenant and how many rows of each kind will be deleted.
+ */
+import { useState } from "preact/hooks"
+import { api, type Counters } from "../api.js"
+import { Confirm } from "../components/confirm.js"
+import { DeadTable } from "../components/dead-table.js"
+import { Stats } from "../components/stats.js"
+import { Loading, Note, Problem } from "../components/status.js"
+import * as F from "../format.js"
+import { useLoad } from "../load.js"
+import { href } from "../route.js"
+
+type Kind = "pending" | "dead"
+
+const counterStats = (c: Counters) => [
+  { key: "pending", label: "Pending", value: F.count(c.pending) },
+  { key: "scheduled", label: "Scheduled", value: F.count(c.scheduled) },
+  { key: "inflight", label: "Inflight", value: F.count(c.inflight) },
+  { key: "dead", label: "Dead", value: F.count(c.dead) },
+  { key: "bytes", label: "Bytes", value: F.bytes(c.bytes) },
+  { key: "archive_pending", label: "Archive pending", value: F.count(c.archive_pending) }
+]
+
+const Purge = ({ counters, onDone }: { readonly counters: Counters; readonly onDone: () => void }) => {
+  const [kinds, setKinds] = useState<ReadonlySet<Kind>>(new Set<Kind>(["pending", "dead"]))
+  const [asking, setAsking] = useState(false)
+  const [result, setResult] = useState<string | undefined>()
+  const [error, setError] = useState<Error | undefined>()
+  const toggle = (k: Kind) => setKinds((s) => (s.has(k) ? new Set([...s].filter((x) => x !== k)) : new Set([...s, k])))
+  const waiting = counters.pending + counters.scheduled
+  const what = [
+    kinds.has("pending") ? `${F.count(waiting)} waiting row${waiting === 1 ? "" : "s"} (${F.count(counters.pending)} pending, ${F.count(counters.scheduled)} scheduled)` : undefined,
+    kinds.has("dead") ? `${F.count(counters.dead)} dead row${counters.dead === 1 ? "" : "s"}` : undefined
+  ].filter((x) => x !== undefined)
+  const run = async () => {
+    setAsking(false)
+    setError(undefined)
+    try {
+      const r = await api.purge(counters.tenant, [...kinds])
+      setResult(
+        `Purged ${F.count(r.purged.pending)} waiting and ${F.count(r.purged.dead)} dead rows of ${counters.tenant}.` +
+          (r.done ? "" : " More remain: purge again.")
+      )
+    } catch (e) {
+      setError(e as Error)
+    }
+    onDone()
+  }
+  return (
+    <section aria-labelledby="purge-title" class="panel">
+      <h2 id="purge-title">Purge</h2>
+      <fieldset>
+        <legend>Rows to delete</legend>
+        <label>
+          <input type="checkbox" checked={kinds.has("pending")} onChange={() => toggle("pending")} /> Waiting (pending and
+          scheduled retries)
+        </label>
+        <label>
+          <input type="checkbox" checked={kinds.has("dead")} onChange={() => toggle("dead")} /> Dead
+        </label>
+      </fieldset>
+      <button type="button" class="danger" disabled={kinds.size === 0} onClick={() => (setResult(undefined), setAsking(true))}>
+        Purge…
+      </button>
+      {result !== undefined && <Note>{result}</Note>}
+      {error !== undefined && <Problem error={error} />}
+      {asking && (
+        <Confirm title={`Purge tenant ${counters.tenant}?`} action="Delete rows" onConfirm={run} onCancel={() => setAsking(false)}>
+          <p>
+            This deletes {what.join(" and ")} of tenant <strong>{counters.tenant}</strong>, as counted now. Rows inflight are
+            left alone. Deleted rows are not delivered and cannot be replayed.
+          </p>
+        </Confirm>
+      )}
+    </section>
+  )
+}
+
+export const Tenant = ({ tenant }: { readonly tenant: string }) => {
+  const counters = useLoad(() => api.tenant(tenant), [tenant], 3_000)
+  const dead = useLoad(() => api.dlq({ tenant, limit: 20 }), [tenant], 10_000)
+  const reload = () => {
+    counters.reload()
+    dead.reload()
+  }
+  return (
+    <>
+      <h1>
+        Tenant <span class="mono">{tenant}</span>
+      </h1>
+      {counters.data === undefined ? (
+        counters.error !== undefined ? <Problem error={counters.error} /> : <Loading />
+      ) : (
+        <>
+          <Stats label={`Counters of ${tenant}`} stats={counterStats(counters.data)} />
+          <section aria-labelledby="tenant-dead-title">
+            <h2 id="tenant-dead-title">Newest dead rows</h2>
+            {dead.error !== undefined && <Problem error={dead.error} />}
+            {dead.data !== undefined && <DeadTable items={dead.data.items} label={`Dead rows of ${tenant}`} />}
+            <p>
+              <a href={href(["dead"], { tenant })}>All dead letters of {tenant}: filter, page, replay</a>
+            </p>
+          </section>
+          <Purge counters={counters.data} onDone={reload} />
+        </>
+      )}
+    </>
+  )
+}
