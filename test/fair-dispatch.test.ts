@@ -54,7 +54,8 @@ describe("fair dispatch (TEN-3)", () => {
                   Effect.gen(function* () {
                     // A budget of at least Σ weights: every tick completes a round (q = budget / Σ weights ≥ 1).
                     const claimLimit = weights.reduce((a, b) => a + b, 0) + extra
-                    const R = 10
+                    // R rounds: a tenant's share is R quanta, and a window's edges can cut one quantum off.
+                    const R = 40
                     const ticks = 2 * R
                     const w = yield* memoryWorld
                     const ingest = makeIngest(w.store)
@@ -88,7 +89,7 @@ describe("fair dispatch (TEN-3)", () => {
                 )
               )
           ),
-          { numRuns: 12 }
+          { numRuns: 8 }
         )
       )
     })

@@ -30,10 +30,12 @@ export const readDue =
       const range = Deliveries.dueRange(ord, floorAt, now)
       let lo = range.lo
       let bytes = 0
-      while (out.length < limit) {
-        const want = Math.min(DUE_SCAN_PAGE, limit - out.length)
+      for (;;) {
+        // One row past the limit, read and left: it says whether the tenant drained.
+        const want = Math.min(DUE_SCAN_PAGE, limit - out.length + 1)
         const page = yield* store.scan("index", { lo, hi: range.hi }, { limit: want })
         for (const e of page) {
+          if (out.length === limit) return { rows: out, drained: false }
           const d = decodeDue(e)
           // The first row is taken even past the budget, so one oversized row cannot wedge its tenant.
           if (out.length > 0 && bytes + d.value.size > byteBudget) return { rows: out, drained: false }
@@ -43,7 +45,6 @@ export const readDue =
         if (page.length < want) return { rows: out, drained: true }
         lo = K.keyAfter(page[page.length - 1]!.key)
       }
-      return { rows: out, drained: false }
     })
 
 export const dueForTenant =
