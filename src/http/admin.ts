@@ -28,7 +28,7 @@ import {
 } from "./api.js"
 import { type AdminError, issueMessage, toApi } from "./api-errors.js"
 import { requireGlobal, requireTenant, tenantsFor } from "./auth.js"
-import { readBody } from "./body.js"
+import { readJson } from "./body.js"
 import { BadRequest } from "./errors.js"
 import { limitsFields } from "./limits.js"
 
@@ -49,17 +49,11 @@ const ordsOf = (tenants: ReadonlyArray<string>) =>
 const ordOf = (tenant: string) => Effect.flatMap(Tenants, (t) => t.ord(tenant))
 
 /** The replay body, read under its bound (413 past it) and decoded strictly (an unknown field is `bad_body`). */
-const replayBody = Effect.flatMap(readBody(REPLAY_BODY_MAX_BYTES), (bytes) => {
-  let doc: unknown
-  try {
-    doc = JSON.parse(Buffer.from(bytes).toString("utf8"))
-  } catch {
-    return Effect.fail(new BadRequest({ code: "bad_body", message: "expected a JSON body" }))
-  }
-  return Schema.decodeUnknownEffect(ReplayBody, { onExcessProperty: "error" })(doc).pipe(
+const replayBody = Effect.flatMap(readJson(REPLAY_BODY_MAX_BYTES, "expected a JSON body"), (doc) =>
+  Schema.decodeUnknownEffect(ReplayBody, { onExcessProperty: "error" })(doc).pipe(
     Effect.mapError((e) => new BadRequest({ code: "bad_body", message: issueMessage(e.issue, "body") }))
   )
-})
+)
 
 export const layer = (config: Config) => {
   const sourceRoutes = new Map(config.sources.map((s) => [s.id, s.routes]))

@@ -72,3 +72,13 @@ export const readBody = (limit: number): Effect.Effect<Uint8Array, TooLarge | Ba
       return Effect.sync(cleanup)
     })
   )
+
+/** The body parsed as JSON, under `limit` (413 past it); not JSON: 400 `bad_body` with `notJson` as the message. */
+export const readJson = (limit: number, notJson: string): Effect.Effect<unknown, TooLarge | BadRequest, HttpServerRequest.HttpServerRequest> =>
+  Effect.flatMap(readBody(limit), (bytes) => {
+    try {
+      return Effect.succeed(JSON.parse(Buffer.from(bytes).toString("utf8")) as unknown)
+    } catch {
+      return Effect.fail(new BadRequest({ code: "bad_body", message: notJson }))
+    }
+  })

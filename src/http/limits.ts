@@ -14,20 +14,14 @@ import { Tenants } from "../queue/tenants.js"
 import { Admin, Api, LIMITS_BODY_MAX_BYTES } from "./api.js"
 import { type AdminError, issueMessage, toApi } from "./api-errors.js"
 import { requireGlobal } from "./auth.js"
-import { readBody } from "./body.js"
+import { readJson } from "./body.js"
 import { BadRequest } from "./errors.js"
 
 /** The `limits` and `limits_override` fields of an answer. */
 export const limitsFields = (v: TenantLimitsView) => ({ limits: v.effective, limits_override: v.override })
 
 /** The body, read under its bound (413 past it) and decoded strictly: an unknown field or a value out of range is `bad_body`. */
-const overrideBody = Effect.flatMap(readBody(LIMITS_BODY_MAX_BYTES), (bytes) => {
-  let doc: unknown
-  try {
-    doc = JSON.parse(Buffer.from(bytes).toString("utf8"))
-  } catch {
-    return Effect.fail(new BadRequest({ code: "bad_body", message: "body: expected a JSON object" }))
-  }
+const overrideBody = Effect.flatMap(readJson(LIMITS_BODY_MAX_BYTES, "body: expected a JSON object"), (doc) => {
   const decoded = decodeOverrideInput(doc)
   return Result.isSuccess(decoded)
     ? Effect.succeed(decoded.success)
