@@ -9,6 +9,7 @@ import { Effect } from "effect"
 import { TestClock } from "effect/testing"
 import fc from "fast-check"
 import { DEFAULT_LIMITS, type TenantLimits } from "../src/delivery/fair.js"
+import { Defaults } from "../src/delivery/options.js"
 import type * as K from "../src/domain/keys.js"
 import * as Replay from "../src/queue/replay.js"
 import { type Ingested, makeIngest, memoryWorld, sinkOf, startPipeline, until } from "./pipeline-world.js"
@@ -67,6 +68,8 @@ describe("fair dispatch (TEN-3)", () => {
                       tickMs: 60_000,
                       claimLimit,
                       maxInflight: 100_000,
+                      // A quantum of one row, so that a tick is a round (the default quantum makes rounds of many ticks).
+                      quantumRows: 1,
                       graceMs: 0,
                       limitsOf: limitsBy(by),
                       sinks: [sinkOf("s", sink.url, { timeoutMs: 120_000 })]
@@ -100,11 +103,12 @@ describe("fair dispatch (TEN-3)", () => {
       const sink = yield* holding
       const w = yield* memoryWorld
       const ingest = makeIngest(w.store)
-      // 40 tenants with 200 rows each; 10 rows a tick: one round of the 41 tenants is five ticks.
-      yield* backlog(ingest, Array.from({ length: 40 }, (_, i) => ({ tenant: `flood${i}`, rows: 200 })))
+      // 40 tenants with 2,000 rows each; 100 rows a tick: a round of the 41 tenants, a quantum each
+      // (pipeline.quantumRows), is ⌈41 × quantum / 100⌉ ticks. A newcomer is next in turn, so far sooner.
+      yield* backlog(ingest, Array.from({ length: 40 }, (_, i) => ({ tenant: `flood${i}`, rows: 2_000 })))
       const { pipeline } = yield* startPipeline(w, {
         tickMs: 60_000,
-        claimLimit: 10,
+        claimLimit: 100,
         maxInflight: 100_000,
         graceMs: 0,
         sinks: [sinkOf("s", sink.url, { timeoutMs: 120_000 })]
@@ -115,7 +119,7 @@ describe("fair dispatch (TEN-3)", () => {
       for (let served = false; !served; ) {
         ticks++
         served = (yield* pipeline.tick).claimed.some((d) => d.seq === quiet!.seq)
-        expect(ticks, "ticks until the quiet tenant's row was claimed").toBeLessThanOrEqual(Math.ceil(41 / 10) + 1)
+        expect(ticks, "ticks until the quiet tenant's row was claimed").toBeLessThanOrEqual(Math.ceil((41 * Defaults.quantumRows) / 100) + 1)
       }
     })
   )

@@ -228,6 +228,8 @@ describe("pipeline", () => {
                       tickMs: 60_000,
                       claimLimit,
                       maxInflight: 1_000,
+                      // A quantum of one row: the shares below are exact to a row.
+                      quantumRows: 1,
                       graceMs: 0,
                       sinks: [sinkOf("s", sink.url, { timeoutMs: 60_000 })]
                     })

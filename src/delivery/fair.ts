@@ -4,14 +4,17 @@
  * (tick.ts) asks it for a plan, claims through the Queue, and reports what each tenant got.
  *
  * - A round visits every member once. A member whose deficit is under one row is topped up by
- *   `weight × q` rows on its visit, q = max(1, budget / Σ weights), and is offered floor(deficit).
+ *   `weight × q` rows on its visit, q = max(quantumRows, budget / Σ weights), and is offered
+ *   floor(deficit). The quantum keeps a tick's visits (each a locked range read and a marker
+ *   cleanup) to about budget / quantum tenants, whatever the number of tenants with work.
  *   So while every member is backlogged each gets its weight's share of the rows, to within a row;
  *   a lone member gets the whole budget; and a member is offered at least one row per round.
  * - A pass walks round after round until its budget is spent (work-conserving); it may end inside
  *   a round, and the next pass resumes on the member it stopped on.
  * - A member that got less than it was offered has nothing more due: it leaves the ring (its
  *   deficit with it, as DRR drops an empty queue's deficit) and comes back when the Writer hints it
- *   or the marker scan finds it. A newcomer joins at the end of the current round.
+ *   or the marker scan finds it. A newcomer is next in turn (sparse tenants first, as fq_codel
+ *   serves new flows): it gets one quantum at once, then goes round with the rest.
  * - Limits hold a member back without spending its deficit: `maxInflight` (rows claimed and not
  *   settled, counted here) and `ratePerSec` (a token bucket holding RATE_BURST_SECONDS of tokens).
  */
@@ -52,7 +55,7 @@ export interface Got {
   readonly drained: boolean
 }
 
-export const makeFair = (maxMembers: number) => {
+export const makeFair = (maxMembers: number, quantumRows = 1) => {
   const members = new Map<number, Member>()
   let ring: Array<number> = []
   let pos = 0
@@ -75,91 +78,87 @@ export const makeFair = (maxMembers: number) => {
       if (members.size >= maxMembers) return false
       m = { ord, deficit: 0, cursorAt: 0, buckets: new Set() }
       members.set(ord, m)
-      // The end of the current round: just before the member the next visit starts on.
+      // Next in turn: a tenant that just got work (often a row or two) is served by the next pass,
+      // whatever the others hold; a backlogged one then goes round with the rest.
       ring.splice(pos, 0, ord)
-      pos = ring.length === 1 ? 0 : pos + 1
+      // A newcomer's markers are its cleanup candidates; a member's later ones are of seconds that
+      // still hold rows (the claims' emptied seconds are candidates of their own, tick.ts).
+      for (const b of markers) m.buckets.add(b)
     }
-    for (const b of markers) m.buckets.add(b)
     return true
   }
 
-  // The plan's bookkeeping until its `settle`: each offered member's deficit after the plan, and
-  // the member the next pass starts on.
+  // The plan's bookkeeping until its `settle`: each offered member's deficit after the plan.
   let credits = new Map<number, number>()
-  let resumeOn: number | undefined
 
   /**
-   * The rows each member is offered this pass, one entry per member in first-visit order, within
-   * `rows` and (pro rata) `bytes`. The walk goes round the ring from where the last pass stopped,
-   * round after round, until the budget is spent or every member is held back by its limits.
+   * One round's offers, one entry per member in visit order from where the last pass stopped: each
+   * member's whole rows of deficit (topped up when under one), within its limits and `rows`. The
+   * offers may add up to more than `rows`: the claim takes them in order until the budget is spent
+   * (so a member with fewer rows than offered leaves its share to the next ones), and `settle`
+   * gives back what a member was offered and did not get.
    */
   const plan = (rows: number, bytes: number, now: number, limitsOf: (ord: number) => TenantLimits): Array<Planned> => {
     credits = new Map()
-    resumeOn = undefined
-    const offered = new Map<number, number>()
-    if (ring.length === 0 || rows <= 0) return []
+    const out: Array<Planned> = []
+    if (ring.length === 0 || rows <= 0) return out
     let weights = 0
     for (const ord of ring) weights += limitsOf(ord).weight
-    const q = Math.max(1, rows / weights)
-    let left = rows
-    let stoppedAt = pos
-    for (let k = 0, idle = 0; left > 0 && idle < ring.length; k++) {
-      const at = (pos + k) % ring.length
-      const m = members.get(ring[at]!)!
+    const q = Math.max(quantumRows, rows / weights)
+    for (let k = 0; k < ring.length; k++) {
+      const m = members.get(ring[(pos + k) % ring.length]!)!
       const l = limitsOf(m.ord)
-      const given = offered.get(m.ord) ?? 0
-      let room = l.maxInflight > 0 ? l.maxInflight - (inflight.get(m.ord) ?? 0) - given : left
-      if (l.ratePerSec > 0) room = Math.min(room, Math.floor(tokensOf(m.ord, l.ratePerSec, now)) - given)
+      let room = l.maxInflight > 0 ? l.maxInflight - (inflight.get(m.ord) ?? 0) : rows
+      if (l.ratePerSec > 0) room = Math.min(room, Math.floor(tokensOf(m.ord, l.ratePerSec, now)))
       if (room <= 0) {
-        if (given === 0) throttled.set(m.ord, (throttled.get(m.ord) ?? 0) + 1)
-        idle++
+        throttled.set(m.ord, (throttled.get(m.ord) ?? 0) + 1)
         continue
       }
-      let credit = credits.get(m.ord) ?? m.deficit
-      if (credit < 1) credit += l.weight * q
-      const want = Math.min(Math.floor(credit), left, room)
+      const credit = m.deficit < 1 ? m.deficit + l.weight * q : m.deficit
+      const want = Math.min(Math.floor(credit), rows, room)
+      if (want <= 0) continue
       credits.set(m.ord, credit - want)
-      offered.set(m.ord, given + want)
-      left -= want
-      stoppedAt = at
-      idle = 0
+      out.push({ ord: m.ord, floorAt: m.cursorAt, limit: want, bytes: Math.min(bytes, Math.max(1, Math.ceil((bytes * want) / rows))) })
     }
-    // The budget ended on a member still owed a row: the next pass starts on it, else after it.
-    const last = ring[stoppedAt]!
-    resumeOn = (credits.get(last) ?? 0) >= 1 ? last : ring[(stoppedAt + 1) % ring.length]
-    return [...offered].map(([ord, limit]) => ({ ord, floorAt: members.get(ord)!.cursorAt, limit, bytes: Math.max(1, Math.ceil((bytes * limit) / rows)) }))
+    return out
   }
 
-  /** What each planned member got; `now` for the rate buckets. Moves the round on. */
+  /**
+   * What each planned member got (`got` is in plan order and may be shorter: the members the budget
+   * did not reach got nothing); `now` for the rate buckets. Moves the round on: the next pass
+   * starts on the first member the budget cut short, else after the last one planned.
+   */
   const settle = (planned: ReadonlyArray<Planned>, got: ReadonlyArray<Got>, now: number, limitsOf: (ord: number) => TenantLimits): void => {
+    let at: number | undefined
     for (let i = 0; i < planned.length; i++) {
       const p = planned[i]!
       const g = got[i]
       const m = members.get(p.ord)
       if (m === undefined) continue
       const rows = g?.rows ?? 0
-      // Rows offered and not taken (the byte budget, or a claim cut short) stay owed.
+      // Rows offered and not taken (the budget ran out, or the bytes) stay owed.
       m.deficit = (credits.get(p.ord) ?? m.deficit) + (p.limit - rows)
       if (rows > 0) inflight.set(p.ord, (inflight.get(p.ord) ?? 0) + rows)
       const rate = limitsOf(p.ord).ratePerSec
       if (rate > 0 && rows > 0) buckets.set(p.ord, { tokens: tokensOf(p.ord, rate, now) - rows, at: now })
       if (g?.drained === true) members.delete(p.ord)
+      else if (at === undefined && rows < p.limit) at = p.ord
+      // The last member reached, still owed a row: the budget ended on it (its offer was cut to it).
+      else if (at === undefined && i === got.length - 1 && m.deficit >= 1) at = p.ord
     }
-    let at = resumeOn
-    if (at !== undefined && !members.has(at)) {
-      // It left the ring: the first member after it, in ring order, that stays.
-      const from = ring.indexOf(at)
-      at = undefined
-      for (let k = 1; k < ring.length && at === undefined; k++) {
+    if (at === undefined && planned.length > 0) {
+      // Everyone planned was served: after the last of them, skipping those that left.
+      const from = ring.indexOf(planned[planned.length - 1]!.ord)
+      for (let k = 1; k <= ring.length && at === undefined; k++) {
         const ord = ring[(from + k) % ring.length]!
         if (members.has(ord)) at = ord
       }
     }
+    if (at === undefined) at = ring[pos]
     ring = ring.filter((o) => members.has(o))
     const i = at === undefined ? -1 : ring.indexOf(at)
     pos = i >= 0 ? i : 0
     credits = new Map()
-    resumeOn = undefined
   }
 
   return {

@@ -17,8 +17,10 @@ export interface PipelineOptions {
   readonly claimBytes: number
   /** Rows claimed and not yet settled, across sinks: bounds sink calls and envelopes in memory. */
   readonly maxInflight: number
-  /** Active tenants one tick looks at (TEN-1 §5 `activeTenants` limit). */
+  /** Tenants in the dispatch round at once (TEN-3, src/delivery/fair.ts). */
   readonly activeTenants: number
+  /** Rows per unit of weight a tenant is offered per round at least (the DRR quantum). */
+  readonly quantumRows: number
   /** Outcomes committed together in one write at most. */
   readonly commitBatch: number
   /** Shutdown: how long inflight sink calls may finish before their rows are left to boot recovery. */
@@ -33,6 +35,7 @@ export const Defaults = {
   claimBytes: 64 * 1024 * 1024,
   maxInflight: 256,
   activeTenants: 4_096,
+  quantumRows: 64,
   commitBatch: 256,
   graceMs: 10_000
 } as const satisfies Omit<PipelineOptions, "sinks">
@@ -44,12 +47,13 @@ export const Ranges: Readonly<Record<keyof typeof Defaults, readonly [number, nu
   claimBytes: [1, 1024 * 1024 * 1024],
   maxInflight: [1, 100_000],
   activeTenants: [1, 100_000],
+  quantumRows: [1, 10_000],
   commitBatch: [1, 10_000],
   graceMs: [0, 600_000]
 }
 
 /** Markers of the active index one tick reads at most to find tenants with work (TEN-3 discovery, a rotating slice). */
-export const DISCOVERY_MARKERS = 1024
+export const DISCOVERY_MARKERS = 64
 /** Plan-and-claim passes per tick at most: a pass whose tenants drained leaves its budget to the next. */
 export const CLAIM_PASSES = 3
 /** A wake never starts ticks closer together than this, so a busy Writer cannot spin the tick. */

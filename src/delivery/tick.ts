@@ -52,7 +52,7 @@ export const makeTick = (
   // Where the next slice of the active index starts (memory only; a restart scans from the first marker).
   let sliceFrom: Uint8Array | undefined
 
-  /** New members: the Writer's hints, then one bounded slice of the markers due by now. */
+  /** New members: the Writer's hints, then one bounded slice of the markers due by now (DISCOVERY_MARKERS). */
   const discover = (now: number) =>
     Effect.gen(function* () {
       for (const ord of wake.takeHints()) fair.join(ord)
@@ -79,8 +79,7 @@ export const makeTick = (
           for (const r of v.rows) bytesLeft -= r.value.size
         }
         fair.settle(planned, got, now, limits)
-        // Another pass only for what drained tenants left unclaimed.
-        if (!got.some((g) => g.drained)) break
+        // Budget left means every offer was met or its tenant drained: another round may claim more.
       }
       return visits
     })

@@ -248,8 +248,10 @@ const Pipeline = Schema.Struct({
   claimBytes: withDefault(int(1, 1_024 * MiB), () => 64 * MiB),
   /** Rows claimed and not yet settled, across sinks. */
   maxInflight: withDefault(int(1, 100_000), () => 256),
-  /** Active tenants one tick looks at. */
+  /** Tenants in the dispatch round at once (TEN-3). */
   activeTenants: withDefault(int(1, 100_000), () => 4_096),
+  /** Rows per unit of weight a tenant is offered per round at least (TEN-3 quantum). */
+  quantumRows: withDefault(int(1, 10_000), () => 64),
   /** Outcomes committed together in one write at most. */
   commitBatch: withDefault(int(1, 10_000), () => 256),
   /** Shutdown: how long inflight sink calls may finish before their rows are left to boot recovery. */
