@@ -8,26 +8,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { MESSAGE_MAX } from "../src/http/errors.js"
-import { configOf, type Edge, read, startEdge } from "./edge-harness.js"
+import { ACME, adminCall as call, adminConfig, GLOBAL } from "./admin-fixture.js"
+import { type Edge, startEdge } from "./edge-harness.js"
 
-const GLOBAL = "global-token-0123456789"
-const ACME = "acme-token-0123456789ab"
-
-const config = configOf({
-  sinks: [{ name: "a", url: "http://127.0.0.1:9/a" }],
-  sources: [{ id: "shop", tenant: { header: "x-tenant" }, routes: ["a"] }],
-  adminTokens: [
-    { name: "ops", token: GLOBAL, tenants: "*" },
-    { name: "acme-admin", token: ACME, tenants: ["acme"] }
-  ]
-})
-
-const call = (edge: Edge, token: string, path: string, init: RequestInit = {}) =>
-  Effect.promise(async () => {
-    const r = await edge.fetch(path, { ...init, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } })
-    const text = await r.clone().text()
-    return { ...(await read(r)), bytes: Buffer.byteLength(text) }
-  })
+const config = adminConfig()
 
 const replay = (edge: Edge, body: string, token = GLOBAL) => call(edge, token, "/v1/dlq/replay", { method: "POST", body })
 

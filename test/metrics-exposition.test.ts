@@ -7,16 +7,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { PrometheusMetrics } from "effect/observability"
-import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import * as os from "node:os"
 import * as path from "node:path"
 import { configOf, startEdge } from "./edge-harness.js"
-
-const ROOT = path.resolve(import.meta.dirname, "..")
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+import { ROOT, sleep } from "./support/node-child.js"
+import { type ServeChild, startServeChild } from "./support/serve-child.js"
 
 /** Every `ankusa_*` series the docs name, with the type the docs give (a metric table) or its name implies. */
 const documented = (): ReadonlyMap<string, string | undefined> => {
@@ -34,9 +31,6 @@ const documented = (): ReadonlyMap<string, string | undefined> => {
 }
 
 const types = (text: string) => new Map([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!]))
-
-const exited = (child: ChildProcess) =>
-  new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", () => resolve())))
 
 describe("metrics exposition", () => {
   it.effect("/metrics is Effect's Prometheus output with every documented series", () =>
@@ -61,11 +55,10 @@ const everyDocumentedSeries = async () => {
   const held: Array<http.ServerResponse> = []
   const sink = http.createServer((_req, res) => void held.push(res))
   await new Promise<void>((r) => sink.listen(0, "127.0.0.1", r))
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-metrics-"))
-  const config = path.join(dir, "ankusa.json")
-  fs.writeFileSync(
-    config,
-    JSON.stringify({
+  let node: ServeChild | undefined
+  try {
+    // startServeChild fails (with the child's output) when no start line comes within a minute.
+    node = await startServeChild({
       gauges: { intervalMs: 1000 },
       // Fewer inflight slots than rows: the held sink keeps the rest pending.
       pipeline: { maxInflight: 2 },
@@ -77,21 +70,8 @@ const everyDocumentedSeries = async () => {
       ],
       sources: [{ id: "demo", routes: ["demo", "held"] }]
     })
-  )
-  const child = spawn(process.execPath, ["bin/ankusa.js", "serve", "--config", config, "--data-dir", dir, "--port", "0"], {
-    cwd: ROOT,
-    env: { ...process.env, ANKUSA_CONFIG: "", ANKUSA_HTTP_PORT: "" },
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  let stdout = ""
-  child.stdout!.on("data", (c: Buffer) => (stdout += c.toString("utf8")))
-  try {
-    let url: string | undefined
-    for (let i = 0; i < 600 && url === undefined; i++) {
-      url = /"message":"ankusa serving".*?"address":"(http:\/\/[^"]+)"/.exec(stdout)?.[1]
-      if (url === undefined) await sleep(100)
-    }
-    expect(url, stdout).toBeDefined()
+    const url = node.url
+    expect(url, node.stdout()).toBeDefined()
     for (let i = 0; i < 5; i++) expect((await fetch(`${url}/v1/hooks/demo`, { method: "POST", body: "{}" })).status).toBe(202)
     const want = documented()
     let found = new Map<string, string>()
@@ -108,10 +88,11 @@ const everyDocumentedSeries = async () => {
       expect(want.get(n), n).toBeDefined()
     }
   } finally {
-    child.kill("SIGTERM")
-    await exited(child)
-    for (const r of held) r.destroy()
-    sink.close()
-    fs.rmSync(dir, { recursive: true, force: true })
+    try {
+      await node?.stop()
+    } finally {
+      for (const r of held) r.destroy()
+      sink.close()
+    }
   }
 }

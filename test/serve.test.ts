@@ -6,73 +6,20 @@
  * SIGTERM. test/platform.test.ts runs it behind `npm start` itself.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { type LogLine, type NodeChild, runAnkusa } from "./support/node-child.js"
 
-interface LogLine {
-  readonly message: unknown
-  readonly logLevel: string
-  readonly annotations: Record<string, unknown>
-}
-
-/** The child's stdout as parsed JSON log lines, and a way to wait for one. */
-const watch = (child: ChildProcess) => {
-  const lines: Array<LogLine> = []
-  const waiters: Array<{ readonly test: (l: LogLine) => boolean; readonly done: (l: LogLine) => void }> = []
-  let buffer = ""
-  child.stdout!.on("data", (chunk: Buffer) => {
-    buffer += chunk.toString("utf8")
-    let nl: number
-    while ((nl = buffer.indexOf("\n")) >= 0) {
-      const text = buffer.slice(0, nl)
-      buffer = buffer.slice(nl + 1)
-      let line: LogLine
-      try {
-        line = JSON.parse(text) as LogLine
-      } catch {
-        continue
-      }
-      lines.push(line)
-      for (const w of [...waiters]) {
-        if (w.test(line)) {
-          waiters.splice(waiters.indexOf(w), 1)
-          w.done(line)
-        }
-      }
-    }
-  })
-  const waitFor = (test: (l: LogLine) => boolean, ms: number, what: string) =>
-    new Promise<LogLine>((resolve, reject) => {
-      const found = lines.find(test)
-      if (found !== undefined) return resolve(found)
-      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}; log so far:\n${lines.map((l) => JSON.stringify(l)).join("\n")}`)), ms)
-      waiters.push({ test, done: (l) => (clearTimeout(timer), resolve(l)) })
-    })
-  return { lines, waitFor }
-}
-
-const exited = (child: ChildProcess) =>
-  new Promise<number | null>((resolve) => {
-    if (child.exitCode !== null) resolve(child.exitCode)
-    else child.once("exit", (code) => resolve(code))
-  })
+/** The exit code; a child still running after a minute is SIGKILLed and the wait fails. */
+const exited = (node: NodeChild) => node.exited(60_000).then((e) => e.code)
 
 const is = (message: string) => (l: LogLine) => l.message === message
 
 describe("serve", () => {
   it("the default configuration serves", { timeout: 180_000 }, async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-serve-"))
-    const root = path.resolve(import.meta.dirname, "..")
-    const child = spawn(process.execPath, ["bin/ankusa.js", "serve", "--data-dir", dataDir, "--port", "0"], {
-      cwd: root,
-      env: { ...process.env, ANKUSA_CONFIG: "", ANKUSA_HTTP_PORT: "" },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stderr = ""
-    child.stderr!.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
-    const log = watch(child)
+    const log = runAnkusa(["serve", "--data-dir", dataDir, "--port", "0"])
     try {
       const serving = await log.waitFor(is("ankusa serving"), 120_000, "the start line")
       const a = serving.annotations
@@ -118,13 +65,13 @@ describe("serve", () => {
       expect(metrics).toMatch(/ankusa_process_heap_bytes\{kind="used"\} [1-9]\d*\n/)
 
       // SIGTERM drains and exits cleanly.
-      process.kill(child.pid!, "SIGTERM")
-      expect(await exited(child)).toBe(0)
+      process.kill(log.child.pid!, "SIGTERM")
+      expect(await exited(log)).toBe(0)
       expect(log.lines.some(is("stopping: the gate is closed; draining"))).toBe(true)
       expect(log.lines.some(is("stopped"))).toBe(true)
-      expect(stderr).toBe("")
+      expect(log.stderr()).toBe("")
     } finally {
-      if (child.exitCode === null) child.kill("SIGKILL")
+      log.kill()
       fs.rmSync(dataDir, { recursive: true, force: true })
     }
   })
@@ -136,15 +83,9 @@ describe("serve configuration", () => {
     try {
       const file = path.join(dir, "ankusa.yaml")
       fs.writeFileSync(file, "sinks:\n  - name: a\n    url: ftp://example.com/in\nsources:\n  - id: s\n    routes: [a]\n")
-      const root = path.resolve(import.meta.dirname, "..")
-      const child = spawn(process.execPath, ["bin/ankusa.js", "serve", "--config", file, "--data-dir", dir], {
-        cwd: root,
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      let stderr = ""
-      child.stderr!.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
+      const child = runAnkusa(["serve", "--config", file, "--data-dir", dir])
       expect(await exited(child)).toBe(1)
-      expect(stderr.trim()).toBe(`config error at sinks[0].url (file ${file}): expected an http:// or https:// URL`)
+      expect(child.stderr().trim()).toBe(`config error at sinks[0].url (file ${file}): expected an http:// or https:// URL`)
       // Refused before anything was opened.
       expect(fs.existsSync(path.join(dir, "store"))).toBe(false)
     } finally {

@@ -22,28 +22,14 @@ import { makeMemoryStore, MemoryDb } from "../src/store/memory.js"
 import { layerRocksDb, makeRocksDbStore } from "../src/store/rocksdb.js"
 import { Store, type StoreShape } from "../src/store/store.js"
 import * as Tarball from "../src/store/tarball.js"
-import { configOf, type Edge, read, startEdge, tempDir } from "./edge-harness.js"
+import { ACME, adminCall as call, adminConfig, GLOBAL } from "./admin-fixture.js"
+import { type Edge, read, startEdge, tempDir } from "./edge-harness.js"
 import { sinkOf, startPipeline } from "./pipeline-world.js"
 import { startSink } from "./sink-server.js"
 
-const GLOBAL = "global-token-0123456789"
-const ACME = "acme-token-0123456789ab"
-
-const config = configOf({
-  sinks: [{ name: "a", url: "http://127.0.0.1:9/a" }],
-  sources: [{ id: "shop", tenant: { header: "x-tenant" }, routes: ["a"] }],
-  adminTokens: [
-    { name: "ops", token: GLOBAL, tenants: "*" },
-    { name: "acme-admin", token: ACME, tenants: ["acme"] }
-  ],
-  tenants: { limits: { weight: 2, maxInflight: 0, ratePerSec: 0 } }
-})
+const config = adminConfig({ tenants: { limits: { weight: 2, maxInflight: 0, ratePerSec: 0 } } })
 const DEFAULTS = config.tenants.limits
 
-const call = (edge: Edge, token: string, p: string, init: RequestInit = {}) =>
-  Effect.promise(() =>
-    edge.fetch(p, { ...init, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }).then(read)
-  )
 const putLimits = (edge: Edge, token: string, tenant: string, body: unknown) =>
   call(edge, token, `/v1/tenants/${tenant}/limits`, { method: "PUT", body: typeof body === "string" ? body : JSON.stringify(body) })
 /** A pipeline on the edge's services (its Queue and Limits), ticked by the test only, on a sink that holds every call. */

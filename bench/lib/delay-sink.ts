@@ -11,11 +11,10 @@
  * - `GET /_quiet`: `[[id, at], ...]`, each quiet id's first arrival.
  * - `GET /_window?from=A&to=B`: `{flood}`, flood deliveries arrived in [A, B).
  *
- * As a script: prints `listening <port>`. `startDelaySink` spawns it.
+ * It runs in its own process (bench/lib/server-process.ts): `startDelaySink` spawns it.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { createServer, type ServerResponse } from "node:http"
-import { fileURLToPath } from "node:url"
+import { listenAndAnnounce, numberArg, servesHere, spawnServer } from "./server-process.js"
 
 /**
  * Wall-clock milliseconds with sub-millisecond resolution. The bench and the sink each read it in
@@ -101,49 +100,20 @@ const serve = (delayMs: number, status: number) => {
       }, delayMs)
     })
   })
-  server.keepAliveTimeout = 60_000
-  server.listen(0, "127.0.0.1", () => {
-    const a = server.address()
-    process.stdout.write(`listening ${typeof a === "object" && a !== null ? a.port : 0}\n`)
-  })
+  listenAndAnnounce(server)
 }
-
-const SELF = fileURLToPath(import.meta.url)
 
 /** Spawn the sink in its own process (so the bench's senders do not delay its answers) and wait until it listens. */
-export const startDelaySink = (o: { readonly delayMs: number; readonly status?: number }): Promise<DelaySink> =>
-  new Promise((resolve, reject) => {
-    const args = ["--import", "tsx", SELF, "--serve", "--delay", String(o.delayMs), "--status", String(o.status ?? 204)]
-    const child: ChildProcess = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] })
-    let out = ""
-    const onData = (d: Buffer) => {
-      out += d.toString("utf8")
-      const m = /listening (\d+)/.exec(out)
-      if (m === null) return
-      child.stdout!.off("data", onData)
-      const url = `http://127.0.0.1:${m[1]}`
-      const get = <A>(path: string) => fetch(`${url}${path}`).then((r) => r.json() as Promise<A>)
-      resolve({
-        url,
-        stats: () => get<DelaySinkStats>("/_stats"),
-        quiet: () => get<Array<[string, number]>>("/_quiet").then((xs) => new Map(xs)),
-        floodIn: (from, to) => get<{ flood: number }>(`/_window?from=${from}&to=${to}`).then((r) => r.flood),
-        close: () =>
-          new Promise<void>((done) => {
-            if (child.exitCode !== null || child.signalCode !== null) return done()
-            child.once("exit", () => done())
-            child.kill("SIGKILL")
-          })
-      })
-    }
-    child.stdout!.on("data", onData)
-    child.once("exit", (code) => reject(new Error(`delay sink exited (${code}) before listening`)))
-  })
-
-if (process.argv[1] === SELF && process.argv.includes("--serve")) {
-  const num = (name: string, dflt: number) => {
-    const at = process.argv.indexOf(name)
-    return at >= 0 ? Number(process.argv[at + 1]) : dflt
+export const startDelaySink = async (o: { readonly delayMs: number; readonly status?: number }): Promise<DelaySink> => {
+  const p = await spawnServer(import.meta.url, ["--delay", String(o.delayMs), "--status", String(o.status ?? 204)], "delay sink")
+  const get = <A>(path: string) => fetch(`${p.url}${path}`).then((r) => r.json() as Promise<A>)
+  return {
+    url: p.url,
+    stats: () => get<DelaySinkStats>("/_stats"),
+    quiet: () => get<Array<[string, number]>>("/_quiet").then((xs) => new Map(xs)),
+    floodIn: (from, to) => get<{ flood: number }>(`/_window?from=${from}&to=${to}`).then((r) => r.flood),
+    close: p.close
   }
-  serve(num("--delay", 20), num("--status", 204))
 }
+
+if (servesHere(import.meta.url)) serve(numberArg("--delay", 20), numberArg("--status", 204))

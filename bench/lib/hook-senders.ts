@@ -11,23 +11,13 @@
 import { Agent, request } from "node:http"
 import { connect, type Socket } from "node:net"
 import { epochMs } from "./delay-sink.js"
+import { onAnswers } from "./load.js"
 
 export interface QueueResult {
   readonly seconds: number
   readonly statuses: Readonly<Record<string, number>>
   /** Requests lost to a socket error or close before their answer (not resent: the server may have taken them). */
   readonly errors: number
-}
-
-const HEADER_END = Buffer.from("\r\n\r\n")
-
-/** Length of the first complete answer in `buf`, or -1 (the gateway's answers carry content-length). */
-const answerLength = (buf: Buffer): number => {
-  const end = buf.indexOf(HEADER_END)
-  if (end < 0) return -1
-  const cl = /\r\ncontent-length:\s*(\d+)/i.exec(buf.toString("latin1", 0, end))
-  const total = end + 4 + (cl === null ? 0 : Number(cl[1]))
-  return buf.length >= total ? total : -1
 }
 
 export const queueHooks = (o: {
@@ -58,7 +48,6 @@ export const queueHooks = (o: {
       const socket = connect(Number(url.port), url.hostname)
       sockets.add(socket)
       socket.setNoDelay(true)
-      let buf: Buffer = Buffer.alloc(0)
       let waiting = false
       const send = () => {
         if (sent >= o.count) return socket.end()
@@ -67,19 +56,12 @@ export const queueHooks = (o: {
         socket.write(o.request)
       }
       socket.on("connect", send)
-      socket.on("data", (d: Buffer) => {
-        buf = buf.length === 0 ? d : Buffer.concat([buf, d])
-        for (;;) {
-          const n = answerLength(buf)
-          if (n < 0) return
-          const status = buf.toString("latin1", 9, 12)
-          buf = buf.subarray(n)
-          statuses[status] = (statuses[status] ?? 0) + 1
-          waiting = false
-          ended++
-          end()
-          send()
-        }
+      onAnswers(socket, (status) => {
+        statuses[status] = (statuses[status] ?? 0) + 1
+        waiting = false
+        ended++
+        end()
+        send()
       })
       socket.on("error", () => {})
       socket.on("close", () => {

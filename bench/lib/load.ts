@@ -65,6 +65,21 @@ const answerLength = (buf: Buffer): number => {
   return end + 4
 }
 
+/** Reads the answers arriving on a keep-alive socket: `onAnswer` gets each complete one's status (three digits), in order. */
+export const onAnswers = (socket: Socket, onAnswer: (status: string) => void): void => {
+  let buf: Buffer = Buffer.alloc(0)
+  socket.on("data", (d: Buffer) => {
+    buf = buf.length === 0 ? d : Buffer.concat([buf, d])
+    for (;;) {
+      const n = answerLength(buf)
+      if (n < 0) return
+      const status = buf.toString("latin1", 9, 12)
+      buf = buf.subarray(n)
+      onAnswer(status)
+    }
+  })
+}
+
 export const runLoad = (o: LoadOptions): Promise<LoadResult> =>
   new Promise((resolve) => {
     const url = new URL(o.origin)
@@ -83,7 +98,6 @@ export const runLoad = (o: LoadOptions): Promise<LoadResult> =>
       const socket = connect(port, url.hostname)
       sockets.add(socket)
       socket.setNoDelay(true)
-      let buf: Buffer = Buffer.alloc(0)
       let sentAt = 0
       const send = () => {
         if (stopped) return
@@ -91,20 +105,13 @@ export const runLoad = (o: LoadOptions): Promise<LoadResult> =>
         socket.write(o.requests[next++ % o.requests.length]!)
       }
       socket.on("connect", send)
-      socket.on("data", (d: Buffer) => {
-        buf = buf.length === 0 ? d : Buffer.concat([buf, d])
-        for (;;) {
-          const n = answerLength(buf)
-          if (n < 0) return
-          const status = buf.toString("latin1", 9, 12)
-          buf = buf.subarray(n)
-          if (measuring) {
-            answered++
-            statuses[status] = (statuses[status] ?? 0) + 1
-            latency.record(Math.max(1, Math.round((performance.now() - sentAt) * 1000)))
-          }
-          send()
+      onAnswers(socket, (status) => {
+        if (measuring) {
+          answered++
+          statuses[status] = (statuses[status] ?? 0) + 1
+          latency.record(Math.max(1, Math.round((performance.now() - sentAt) * 1000)))
         }
+        send()
       })
       socket.on("error", () => {
         if (measuring) errors++

@@ -11,11 +11,10 @@
  * connections accepted; the most open at once (over keep-alive HTTP/1.1, the
  * concurrency the client used).
  *
- * As a script: prints `listening <port>` on stdout. `startTarget` spawns it.
+ * It runs in its own process (bench/lib/server-process.ts): `startTarget` spawns it.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { createServer } from "node:http"
-import { fileURLToPath } from "node:url"
+import { listenAndAnnounce, numberArg, servesHere, spawnServer } from "./server-process.js"
 
 export interface TargetStats {
   readonly requests: number
@@ -81,44 +80,13 @@ const serve = (o: TargetOptions) => {
     maxOpen = Math.max(maxOpen, ++open)
     socket.on("close", () => open--)
   })
-  server.keepAliveTimeout = 60_000
-  server.listen(0, "127.0.0.1", () => {
-    const a = server.address()
-    process.stdout.write(`listening ${typeof a === "object" && a !== null ? a.port : 0}\n`)
-  })
+  listenAndAnnounce(server)
 }
-
-const SELF = fileURLToPath(import.meta.url)
 
 /** Spawn the server in its own process and wait until it listens. */
-export const startTarget = (o: TargetOptions): Promise<Target> =>
-  new Promise((resolve, reject) => {
-    const args = ["--import", "tsx", SELF, "--serve", ...(o.hang === true ? ["--hang"] : ["--status", String(o.status ?? 204)])]
-    const child: ChildProcess = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] })
-    let out = ""
-    const onData = (d: Buffer) => {
-      out += d.toString("utf8")
-      const m = /listening (\d+)/.exec(out)
-      if (m === null) return
-      child.stdout!.off("data", onData)
-      const url = `http://127.0.0.1:${m[1]}`
-      resolve({
-        url,
-        pid: child.pid!,
-        stats: () => fetch(`${url}/_stats`).then((r) => r.json() as Promise<TargetStats>),
-        close: () =>
-          new Promise<void>((done) => {
-            if (child.exitCode !== null || child.signalCode !== null) return done()
-            child.once("exit", () => done())
-            child.kill("SIGKILL")
-          })
-      })
-    }
-    child.stdout!.on("data", onData)
-    child.once("exit", (code) => reject(new Error(`target server exited (${code}) before listening`)))
-  })
-
-if (process.argv[1] === SELF && process.argv.includes("--serve")) {
-  const at = process.argv.indexOf("--status")
-  serve({ hang: process.argv.includes("--hang"), status: at >= 0 ? Number(process.argv[at + 1]) : 204 })
+export const startTarget = async (o: TargetOptions): Promise<Target> => {
+  const p = await spawnServer(import.meta.url, o.hang === true ? ["--hang"] : ["--status", String(o.status ?? 204)], "target server")
+  return { ...p, stats: () => fetch(`${p.url}/_stats`).then((r) => r.json() as Promise<TargetStats>) }
 }
+
+if (servesHere(import.meta.url)) serve({ hang: process.argv.includes("--hang"), status: numberArg("--status", 204) })

@@ -1,7 +1,8 @@
 /**
  * A real `ankusa` child process (the compiled CLI, bin/ankusa.js) for the
- * operator-edge tests: its JSON log lines and stderr as they arrive, a wait
- * for a line, and a bounded wait for its exit.
+ * tests that run the CLI: its JSON log lines and stderr as they arrive, a wait
+ * for a line, and a bounded wait for its exit. serve-child.ts starts a
+ * `serve` on a fresh data directory with it.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
@@ -42,7 +43,9 @@ export const runAnkusa = (args: ReadonlyArray<string>, env: Record<string, strin
     stdio: ["ignore", "pipe", "pipe"]
   })
   const lines: Array<LogLine> = []
-  const waiters: Array<{ readonly test: (l: LogLine) => boolean; readonly done: (l: LogLine) => void }> = []
+  const waiters: Array<{ readonly test: (l: LogLine) => boolean; readonly done: (l: LogLine) => void; readonly gone: () => void }> = []
+  // Once the child's output is closed no line can come: a waiter fails then rather than at its timeout.
+  let closed = false
   let out = ""
   let err = ""
   let buffer = ""
@@ -70,6 +73,10 @@ export const runAnkusa = (args: ReadonlyArray<string>, env: Record<string, strin
       }
     }
   })
+  child.once("close", () => {
+    closed = true
+    for (const w of waiters.splice(0)) w.gone()
+  })
   const exit = new Promise<Exited>((resolve) => {
     child.once("exit", (code, signal) => resolve({ code, signal, ms: Date.now() - started }))
   })
@@ -85,8 +92,11 @@ export const runAnkusa = (args: ReadonlyArray<string>, env: Record<string, strin
       new Promise<LogLine>((resolve, reject) => {
         const found = lines.find(test)
         if (found !== undefined) return resolve(found)
-        const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}; stdout:\n${out}\nstderr:\n${err}`)), ms)
-        waiters.push({ test, done: (l) => (clearTimeout(timer), resolve(l)) })
+        const fail = (why: string) => reject(new Error(`${why} ${what}; stdout:\n${out}\nstderr:\n${err}`))
+        const gone = () => fail(`exited (${child.exitCode ?? child.signalCode}) before`)
+        if (closed) return gone()
+        const timer = setTimeout(() => fail("timed out waiting for"), ms)
+        waiters.push({ test, done: (l) => (clearTimeout(timer), resolve(l)), gone: () => (clearTimeout(timer), gone()) })
       }),
     exited: (ms) =>
       Promise.race([

@@ -1,10 +1,12 @@
-/** A real `ankusa serve` child (the compiled CLI, bin/ankusa.js) on a fresh data dir, for tests that scrape or call it. */
-import { type ChildProcess, spawn } from "node:child_process"
+/** A real `ankusa serve` child (node-child.ts's, the compiled CLI) on a fresh data dir, for tests that scrape or call it. */
+import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { runAnkusa, servingAddress } from "./node-child.js"
 
-const ROOT = path.resolve(import.meta.dirname, "../..")
+/** How long `stop` waits for the drain before the child is SIGKILLed and `stop` fails. */
+const STOP_MS = 60_000
 
 export interface ServeChild {
   readonly url: string
@@ -21,29 +23,19 @@ export const startServeChild = async (config: object, timeoutMs = 60_000): Promi
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-serve-"))
   const file = path.join(dir, "ankusa.json")
   fs.writeFileSync(file, JSON.stringify(config))
-  const child = spawn(process.execPath, ["bin/ankusa.js", "serve", "--config", file, "--data-dir", dir, "--port", "0"], {
-    cwd: ROOT,
-    env: { ...process.env, ANKUSA_CONFIG: "", ANKUSA_HTTP_PORT: "" },
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  let out = ""
-  let err = ""
-  child.stdout!.on("data", (c: Buffer) => (out += c.toString("utf8")))
-  child.stderr!.on("data", (c: Buffer) => (err += c.toString("utf8")))
-  const exited = new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", () => resolve())))
+  const node = runAnkusa(["serve", "--config", file, "--data-dir", dir, "--port", "0"])
   const stop = async () => {
-    if (child.exitCode === null) child.kill("SIGTERM")
-    await exited
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const url = /"message":"ankusa serving".*?"address":"(http:\/\/[^"]+)"/.exec(out)?.[1]
-    if (url !== undefined) return { url, dir, child, stdout: () => out, stop }
-    if (child.exitCode !== null || Date.now() > deadline) {
-      await stop()
-      throw new Error(`serve did not start (exit ${child.exitCode}); stdout:\n${out}\nstderr:\n${err}`)
+    if (node.child.exitCode === null && node.child.signalCode === null) node.child.kill("SIGTERM")
+    try {
+      await node.exited(STOP_MS)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
     }
-    await new Promise((r) => setTimeout(r, 50))
+  }
+  try {
+    return { url: await servingAddress(node, timeoutMs), dir, child: node.child, stdout: node.stdout, stop }
+  } catch (e) {
+    await stop().catch(() => undefined)
+    throw e
   }
 }

@@ -2,8 +2,9 @@
 import { useState } from "preact/hooks"
 import { api } from "../api.js"
 import { Confirm } from "../components/confirm.js"
-import { Pager, usePaging } from "../components/pager.js"
-import { Loading, Note, Problem } from "../components/status.js"
+import { PagedTable } from "../components/paged-table.js"
+import { usePaging } from "../components/pager.js"
+import { Note, Problem } from "../components/status.js"
 import * as F from "../format.js"
 import { useLoad } from "../load.js"
 
@@ -32,42 +33,34 @@ export const Quarantine = () => {
     <>
       <h1>Quarantine</h1>
       <p class="muted">Requests whose signature failed verification: kept for inspection, never delivered.</p>
-      {list.error !== undefined && <Problem error={list.error} />}
-      {list.data === undefined ? (
-        list.error === undefined && <Loading />
-      ) : list.data.items.length === 0 ? (
-        <p class="muted">Nothing is quarantined.</p>
-      ) : (
-        <>
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">At</th>
-                  <th scope="col">Tenant</th>
-                  <th scope="col">Source</th>
-                  <th scope="col">Reason</th>
-                  <th scope="col" class="num">
-                    Body
-                  </th>
+      <PagedTable list={list} paging={paging} empty="Nothing is quarantined." label="Quarantine pages">
+        {(items) => (
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">At</th>
+                <th scope="col">Tenant</th>
+                <th scope="col">Source</th>
+                <th scope="col">Reason</th>
+                <th scope="col" class="num">
+                  Body
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {items.map((q, i) => (
+                <tr key={`${q.at}/${i}`}>
+                  <td>{F.time(q.at)}</td>
+                  <td>{q.tenant}</td>
+                  <td>{q.source}</td>
+                  <td>{q.reason}</td>
+                  <td class="num">{F.bytes(bodyBytes(q.body_base64))}</td>
                 </tr>
-              </thead>
-              <tbody>
-                {list.data.items.map((q, i) => (
-                  <tr key={`${q.at}/${i}`}>
-                    <td>{F.time(q.at)}</td>
-                    <td>{q.tenant}</td>
-                    <td>{q.source}</td>
-                    <td>{q.reason}</td>
-                    <td class="num">{F.bytes(bodyBytes(q.body_base64))}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-          <Pager paging={paging} next={list.data.next_cursor} label="Quarantine pages" />
-        </>
-      )}
+              ))}
+            </tbody>
+          </table>
+        )}
+      </PagedTable>
       <section class="panel" aria-labelledby="q-purge-title">
         <h2 id="q-purge-title">Purge a tenant's quarantine</h2>
         <form class="row" onSubmit={(e) => (e.preventDefault(), tenant.trim() !== "" && (setResult(undefined), setAsking(true)))}>
