@@ -28,6 +28,7 @@ import {
 } from "./api-errors.js"
 import type { ApiServices } from "./gate.js"
 import * as C from "./console-schemas.js"
+import { Count, CounterFields } from "./schema-fields.js"
 import { StoreCheckAnswer } from "./store-check-schemas.js"
 
 /** Largest replay request body. */
@@ -171,7 +172,6 @@ export const ReplayBody = Schema.Struct({
 // ---------------------------------------------------------------------------
 // Answers
 
-const Count = Schema.Int
 const Cursor = Schema.NullOr(Schema.String)
 
 /** A page of a tenant's rows, newest first: `tenant`, `limit` up to `max`, and the last page's `cursor`. */
@@ -201,12 +201,7 @@ const TenantLimits = {
 
 const TenantCounters = Schema.Struct({
   tenant: Schema.String,
-  pending: Count,
-  scheduled: Count,
-  inflight: Count,
-  dead: Count,
-  bytes: Count,
-  archive_pending: Count,
+  ...CounterFields,
   ...TenantLimits
 }).annotate({ identifier: "TenantCounters" })
 

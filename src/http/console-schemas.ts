@@ -4,8 +4,7 @@
  * the node's recent history and the per-sink figures.
  */
 import { Schema } from "effect"
-
-const Count = Schema.Int
+import { Count, CounterFields } from "./schema-fields.js"
 
 export const Whoami = Schema.Struct({
   name: Schema.String,
@@ -49,12 +48,7 @@ export const HookDetail = Schema.Struct({
 
 const HistorySample = Schema.Struct({
   at: Schema.String,
-  pending: Count,
-  scheduled: Count,
-  inflight: Count,
-  dead: Count,
-  bytes: Count,
-  archive_pending: Count,
+  ...CounterFields,
   oldest_due_age_seconds: Schema.Number,
   tenants: Count,
   ingested: Count,
