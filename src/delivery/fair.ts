@@ -165,10 +165,7 @@ export const makeFair = (maxMembers: number, quantumRows = 1) => {
     join,
     plan,
     settle,
-    has: (ord: number) => members.has(ord),
-    size: () => members.size,
     members: (): ReadonlyArray<number> => ring,
-    cursorOf: (ord: number) => members.get(ord)?.cursorAt ?? 0,
     setCursor: (ord: number, at: number) => {
       const m = members.get(ord)
       if (m !== undefined) m.cursorAt = at
@@ -187,7 +184,6 @@ export const makeFair = (maxMembers: number, quantumRows = 1) => {
       if (v > 0) inflight.set(ord, v)
       else inflight.delete(ord)
     },
-    inflightOf: (ord: number) => inflight.get(ord) ?? 0,
     inflight: (): ReadonlyMap<number, number> => inflight,
     takeThrottled: (): ReadonlyMap<number, number> => {
       const t = throttled
