@@ -14,7 +14,8 @@ import { layerRocksDb } from "../src/store/rocksdb.js"
 import { Store, type StoreShape } from "../src/store/store.js"
 import { layer as tenantsLayer, Tenants } from "../src/queue/tenants.js"
 import { layer as wakeLayer, Wake } from "../src/queue/wake.js"
-import { type IngestRequest, type IngestResult, layer as writerLayer, type SubmitError, Writer, type WriterOptions, type WriterShape } from "../src/queue/writer.js"
+import { type IngestRequest, type IngestResult, layer as writerLayer, type SubmitError, Writer, WriterClosed, type WriterOptions, type WriterShape } from "../src/queue/writer.js"
+import { answerItem, type Item } from "../src/queue/writer-batch.js"
 
 const req = (tenantId: string | null, o: Partial<IngestRequest> = {}): IngestRequest => ({
   tenantId,
@@ -529,6 +530,18 @@ describe("Writer", () => {
       expect(yield* hookCount).toBe(0)
     }).pipe(Effect.provide(stack(layerMemory(), new Probe())))
   )
+
+  it("a request is answered once, and its item lets go of the request and the callback as it answers", () => {
+    const answers: Array<Exit.Exit<IngestResult, SubmitError>> = []
+    const request = req("a")
+    const item: Item = { req: request, done: (exit) => answers.push(exit), bytes: request.body.length }
+    const first = Exit.succeed({ id: "h_1", seq: 1, duplicate: false })
+    answerItem(item, first)
+    answerItem(item, Exit.fail(new WriterClosed()))
+    expect(answers).toEqual([first])
+    expect(item.req).not.toBe(request)
+    expect(item.req.body.length).toBe(0)
+  })
 })
 
 // Concurrency and durability on the real store: reopening the temp dir is the restart.

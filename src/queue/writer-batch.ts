@@ -13,9 +13,38 @@ import { ingest, type Transition } from "../domain/deliveries.js"
 import type { IngestRequest, IngestResult, SubmitError } from "./writer.js"
 
 export interface Item {
-  readonly req: IngestRequest
-  readonly done: (exit: Exit.Exit<IngestResult, SubmitError>) => void
+  /** The request; replaced by `ANSWERED` once answered (see `answerItem`). */
+  req: IngestRequest
+  /** The answer callback; a no-op once called. */
+  done: (exit: Exit.Exit<IngestResult, SubmitError>) => void
   readonly bytes: number
+}
+
+const ANSWERED: IngestRequest = {
+  tenantId: null,
+  sourceId: "",
+  sinks: [],
+  body: new Uint8Array(0),
+  contentType: "",
+  headers: {},
+  idempotencyKey: null,
+  archive: false
+}
+const answered = () => {}
+
+/**
+ * Answer an item, once: a second answer is ignored. The item drops its request and callback as it
+ * answers, so whatever still points at it cannot keep the request's body and HTTP objects alive.
+ * That matters to the young generation: a queue bucket or batch array that was promoted before it
+ * died keeps its items reachable until the next full collection, and through their callbacks every
+ * request and response of the batch. Measured under ingest-bench's load: 21% of each young
+ * collection survived with the references kept, 1.5% with them dropped (docs/testing.md).
+ */
+export const answerItem = (it: Item, exit: Exit.Exit<IngestResult, SubmitError>): void => {
+  const done = it.done
+  it.done = answered
+  it.req = ANSWERED
+  done(exit)
 }
 
 /** The requests of a batch that share one hook: the first, and later ones with its idempotency key. */

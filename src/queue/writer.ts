@@ -17,7 +17,7 @@ import { tenants as tenantsGauge } from "../observability/delivery-metrics.js"
 import * as WriterMetrics from "../observability/writer-metrics.js"
 import { resolveOptions, type WriterOptions } from "./writer-options.js"
 import { Wake } from "./wake.js"
-import { buildHooks, type Item, type Owner, ownersOf } from "./writer-batch.js"
+import { answerItem, buildHooks, type Item, type Owner, ownersOf } from "./writer-batch.js"
 
 export interface IngestRequest {
   /** null means "default". */
@@ -141,7 +141,7 @@ export const make = (options: WriterOptions = {}) =>
         let thrown: unknown = undefined
         for (const it of items) {
           try {
-            it.done(exit)
+            answerItem(it, exit)
           } catch (e) {
             thrown ??= e
           }
