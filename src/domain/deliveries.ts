@@ -22,19 +22,24 @@ const EMPTY = new Uint8Array(0)
 /** One atomic batch of transitions: their ops, markers coalesced, then their coalesced deltas. */
 export const batch = (transitions: ReadonlyArray<Transition>, extra: ReadonlyArray<Op> = []): Batch => {
   const out: Array<Op> = []
-  const markers = new Set<string>()
+  // Markers seen, by bucket then ord (a batch spans a few seconds).
+  const markers = new Map<number, Set<number>>()
+  const deltas: Array<Delta> = []
   for (const t of transitions) {
     for (const op of t.ops) {
       if (op._tag === "put" && op.cf === "index" && op.key[0] === K.P.active) {
-        const id = K.asBuffer(op.key).toString("latin1")
-        if (markers.has(id)) continue
-        markers.add(id)
+        const m = K.decodeActiveKey(op.key)
+        let ords = markers.get(m.bucket)
+        if (ords === undefined) markers.set(m.bucket, (ords = new Set()))
+        if (ords.has(m.ord)) continue
+        ords.add(m.ord)
       }
       out.push(op)
     }
+    for (const d of t.deltas) deltas.push(d)
   }
-  out.push(...extra)
-  out.push(...Counters.ops(transitions.flatMap((t) => t.deltas)))
+  for (const op of extra) out.push(op)
+  for (const op of Counters.ops(deltas)) out.push(op)
   return out
 }
 

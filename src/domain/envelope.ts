@@ -3,7 +3,6 @@
  * `<<1::8, metaLen::32, meta JSON (utf8), body bytes>>`; the body is kept as
  * the exact bytes received. See docs/storage.md.
  */
-import { zeroed } from "./keys.js"
 
 export interface Envelope {
   /** The public id answered with 202 and sent as `webhook-id`. */
@@ -28,23 +27,24 @@ export const DEFAULT_TENANT = "default"
 export const tenantOf = (env: Pick<Envelope, "tenantId"> | undefined): string => env?.tenantId ?? DEFAULT_TENANT
 
 export const encodeEnvelope = (e: Envelope): Uint8Array => {
-  const meta = Buffer.from(
-    JSON.stringify({
-      id: e.id,
-      tenantId: e.tenantId,
-      sourceId: e.sourceId,
-      receivedAt: e.receivedAt,
-      contentType: e.contentType,
-      headers: e.headers,
-      sinks: e.sinks,
-      idempotencyKey: e.idempotencyKey
-    }),
-    "utf8"
-  )
-  const head = zeroed(5)
-  head[0] = VERSION
-  head.writeUInt32BE(meta.length, 1)
-  return Buffer.concat([head, meta, e.body])
+  const meta = JSON.stringify({
+    id: e.id,
+    tenantId: e.tenantId,
+    sourceId: e.sourceId,
+    receivedAt: e.receivedAt,
+    contentType: e.contentType,
+    headers: e.headers,
+    sinks: e.sinks,
+    idempotencyKey: e.idempotencyKey
+  })
+  // One allocation, written in place: the head, the meta's UTF-8 and the body (every byte set).
+  const metaLen = Buffer.byteLength(meta, "utf8")
+  const out = Buffer.allocUnsafe(5 + metaLen + e.body.length)
+  out[0] = VERSION
+  out.writeUInt32BE(metaLen, 1)
+  out.write(meta, 5, metaLen, "utf8")
+  out.set(e.body, 5 + metaLen)
+  return out
 }
 
 /** undefined when the bytes are not an envelope this build understands. */

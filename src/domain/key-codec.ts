@@ -40,8 +40,12 @@ export const fixedCodec = <V extends ReadonlyArray<number>, D extends object>(
   // Fixed arity rather than a spread: a layout has at most four fields, and this runs per key.
   const write = layout.write as unknown as (k: Buffer, off: number, a: number, b: number, c: number, d: number) => void
   if (widths.length > 4) throw new Error(`layout ${layout.name} has more than four fields`)
+  // Every byte of a key is written (checked here, once per codec), so encode skips the zero fill.
+  const probe = Buffer.alloc(size, 0xff)
+  write(probe, head, 0, 0, 0, 0)
+  if (probe.subarray(head).some((b) => b !== 0)) throw new Error(`layout ${layout.name} leaves bytes of its ${layout.width} unwritten`)
   const encode = (a: number, b: number, c: number, d: number): Uint8Array => {
-    const k = zeroed(size)
+    const k = Buffer.allocUnsafe(size)
     if (prefix !== undefined) k[0] = prefix
     write(k, head, a, b, c, d)
     return k
