@@ -136,18 +136,20 @@ export const make = (options: WriterOptions = {}) =>
     }
 
     // One throwing callback must not keep the others of its batch from their answers.
-    const answer = (items: ReadonlyArray<Item>, exit: Exit.Exit<IngestResult, SubmitError>) =>
-      Effect.suspend(() => {
-        let thrown: unknown = undefined
-        for (const it of items) {
-          try {
-            answerItem(it, exit)
-          } catch (e) {
-            thrown ??= e
-          }
+    const answerAll = (items: ReadonlyArray<Item>, exit: (i: number) => Exit.Exit<IngestResult, SubmitError>): unknown => {
+      let thrown: unknown = undefined
+      for (let i = 0; i < items.length; i++) {
+        try {
+          answerItem(items[i]!, exit(i))
+        } catch (e) {
+          thrown ??= e
         }
-        return thrown === undefined ? Effect.void : Effect.logError("writer: an answer callback threw", thrown)
-      })
+      }
+      return thrown
+    }
+    const logThrown = (thrown: unknown) => (thrown === undefined ? Effect.void : Effect.logError("writer: an answer callback threw", thrown))
+    const answer = (items: ReadonlyArray<Item>, exit: Exit.Exit<IngestResult, SubmitError>) =>
+      Effect.suspend(() => logThrown(answerAll(items, () => exit)))
     const fail = (items: ReadonlyArray<Item>, e: SubmitError) => answer(items, Exit.fail(e))
     const succeed = (items: ReadonlyArray<Item>, r: IngestResult) => answer(items, Exit.succeed(r))
 
@@ -222,11 +224,15 @@ export const make = (options: WriterOptions = {}) =>
           if (cache.size >= o.tenantCacheEntries && !cache.has(tenant)) cache.clear()
           cache.set(tenant, ord)
         }
+        // In one loop, not an effect per hook: this runs for every request of every batch.
+        let thrown: unknown = undefined
         for (const [w, r] of answers) {
-          yield* succeed(w.items.slice(0, 1), r)
+          const exit = Exit.succeed(r)
           // Later copies in the same batch answer as duplicates of the first.
-          yield* succeed(w.items.slice(1), { ...r, duplicate: true })
+          const again = w.items.length > 1 ? Exit.succeed({ ...r, duplicate: true }) : exit
+          thrown ??= answerAll(w.items, (i) => (i === 0 ? exit : again))
         }
+        yield* logThrown(thrown)
         // New rows need not wait for the pipeline's next tick, nor for its marker scan to find their tenants.
         yield* wake.hint(answers.map(([w]) => ords.get(w.tenant)!))
       })

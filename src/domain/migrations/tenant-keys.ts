@@ -9,7 +9,7 @@
  * start, because the keys already moved are tombstones (TEN-1 §7).
  */
 import * as Deliveries from "../deliveries.js"
-import { decodeEnvelope, DEFAULT_TENANT } from "../envelope.js"
+import { DEFAULT_TENANT } from "../envelope.js"
 import * as K from "../keys.js"
 import { type Batch, del, deleteRange, type Op } from "../ops.js"
 import * as Tenants from "../tenants.js"
@@ -133,18 +133,44 @@ export const refId = (r: K.DeliveryRef): string => `${r.seq}:${r.sink}`
 /**
  * The tenant a hook files under: its envelope's tenant, else "default". A hook
  * that is gone or does not decode is "default" (TEN-1 §7), and so is a tenant
- * id that could not be stored as a `?n` key (empty, NUL, too long).
+ * id that could not be stored as a `?n` key (empty, NUL, too long). `valid`
+ * says a tenant id passed that check before (the run's ordinals), to skip it.
  */
-export const tenantOfHook = (bytes: Uint8Array | undefined): string => {
-  const t = decodeEnvelope(bytes)?.tenantId
-  return t === undefined || t === null || !Tenants.validTenantId(t) ? DEFAULT_TENANT : t
+export const tenantOfHook = (bytes: Uint8Array | undefined, valid?: (tenant: string) => boolean): string => {
+  const t = tenantIdOf(bytes)
+  return t === undefined || t === null || !(valid?.(t) === true || Tenants.validTenantId(t)) ? DEFAULT_TENANT : t
 }
+
+/**
+ * `decodeEnvelope(bytes)?.tenantId` without building the envelope (no body view, no copy of
+ * the meta): the migration decodes every hook for its tenant alone. Same rules: version 1, the
+ * meta inside the value, valid JSON with a string `id` and an array `sinks`.
+ */
+export const tenantIdOf = (bytes: Uint8Array | undefined): string | null | undefined => {
+  if (bytes === undefined || bytes.length < 5 || bytes[0] !== ENVELOPE_VERSION) return undefined
+  const metaLen = bytes[1]! * 0x1000000 + ((bytes[2]! << 16) | (bytes[3]! << 8) | bytes[4]!)
+  if (5 + metaLen > bytes.length) return undefined
+  try {
+    const m = JSON.parse(K.asBuffer(bytes).toString("utf8", 5, 5 + metaLen)) as { id?: unknown; sinks?: unknown; tenantId?: string | null }
+    return typeof m.id !== "string" || !Array.isArray(m.sinks) ? undefined : m.tenantId
+  } catch {
+    return undefined
+  }
+}
+
+/** The first byte of an envelope this build decodes (src/domain/envelope.ts). */
+const ENVELOPE_VERSION = 1
 
 /** The tenant of each hook read (decoded once per hook, not per row). */
 export const tenantsBySeq = (
   seqs: ReadonlyArray<number>,
-  hooks: ReadonlyArray<Uint8Array | undefined>
-): ReadonlyMap<number, string> => new Map(seqs.map((seq, i) => [seq, tenantOfHook(hooks[i])]))
+  hooks: ReadonlyArray<Uint8Array | undefined>,
+  valid?: (tenant: string) => boolean
+): ReadonlyMap<number, string> => {
+  const out = new Map<number, string>()
+  for (let i = 0; i < seqs.length; i++) out.set(seqs[i]!, tenantOfHook(hooks[i], valid))
+  return out
+}
 
 /** Tenants a step must resolve to ordinals, in first-seen order. */
 export const tenantsOf = (tenants: ReadonlyMap<number, string>): ReadonlyArray<string> => [...new Set(tenants.values())]

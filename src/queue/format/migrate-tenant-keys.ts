@@ -99,7 +99,7 @@ export const step = (
     }
     const seqs = TenantKeys.hookSeqs(rows).filter((seq) => state.hooks.get(seq) === undefined)
     const hooks = seqs.length === 0 ? [] : yield* store.multiGet("hooks", seqs.map(K.hookKey))
-    const tenants = TenantKeys.tenantsBySeq(seqs, hooks)
+    const tenants = TenantKeys.tenantsBySeq(seqs, hooks, (t) => state.ords.has(t))
     const refs = TenantKeys.deliveryRefs(rows)
     const rowValues = refs.length === 0 ? [] : yield* store.multiGet("deliveries", refs.map((r) => K.deliveryKey(r.seq, r.sink)))
     const deliveries = new Map(refs.map((r, i) => [TenantKeys.refId(r), rowValues[i]]))
