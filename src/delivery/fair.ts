@@ -31,8 +31,6 @@ const capacityOf = (rate: number): number => Math.max(1, rate * RATE_BURST_SECON
 interface Member {
   readonly ord: number
   deficit: number
-  /** The tenant's scan floor (TEN-1 §5 cursor), 0 when none. */
-  cursorAt: number
   /** Markers the discovery scan saw for it since its last visit (cleanup candidates). */
   readonly buckets: Set<number>
 }
@@ -55,7 +53,8 @@ export interface Got {
   readonly drained: boolean
 }
 
-export const makeFair = (maxMembers: number, quantumRows = 1) => {
+/** `floorOf`: where each tenant's due read starts (its scan cursor, cursors.ts). */
+export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: number) => number = () => 0) => {
   const members = new Map<number, Member>()
   let ring: Array<number> = []
   let pos = 0
@@ -76,7 +75,7 @@ export const makeFair = (maxMembers: number, quantumRows = 1) => {
     let m = members.get(ord)
     if (m === undefined) {
       if (members.size >= maxMembers) return false
-      m = { ord, deficit: 0, cursorAt: 0, buckets: new Set() }
+      m = { ord, deficit: 0, buckets: new Set() }
       members.set(ord, m)
       // Next in turn: a tenant that just got work (often a row or two) is served by the next pass,
       // whatever the others hold; a backlogged one then goes round with the rest.
@@ -118,7 +117,7 @@ export const makeFair = (maxMembers: number, quantumRows = 1) => {
       const want = Math.min(Math.floor(credit), rows, room)
       if (want <= 0) continue
       credits.set(m.ord, credit - want)
-      out.push({ ord: m.ord, floorAt: m.cursorAt, limit: want, bytes: Math.min(bytes, Math.max(1, Math.ceil((bytes * want) / rows))) })
+      out.push({ ord: m.ord, floorAt: floorOf(m.ord), limit: want, bytes: Math.min(bytes, Math.max(1, Math.ceil((bytes * want) / rows))) })
     }
     return out
   }
@@ -166,10 +165,6 @@ export const makeFair = (maxMembers: number, quantumRows = 1) => {
     plan,
     settle,
     members: (): ReadonlyArray<number> => ring,
-    setCursor: (ord: number, at: number) => {
-      const m = members.get(ord)
-      if (m !== undefined) m.cursorAt = at
-    },
     /** Cleanup candidates seen by the discovery scan since the last visit; cleared by the call. */
     takeMarkers: (ord: number): Array<number> => {
       const m = members.get(ord)

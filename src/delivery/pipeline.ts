@@ -18,6 +18,7 @@ import { makeSinkCalls } from "./calls.js"
 import { type Input, MIN_TICK_GAP_MS, type PipelineState, resolve } from "./options.js"
 import { makeOutcomes } from "./outcomes.js"
 import * as M from "../observability/delivery-metrics.js"
+import { makeCursors } from "./cursors.js"
 import { DEFAULT_LIMITS, makeFair } from "./fair.js"
 import { makeTick, type TickReport } from "./tick.js"
 import { Limits } from "../queue/limits.js"
@@ -66,14 +67,15 @@ export const make = (input: Input) =>
 
     // Built before the tick fiber and the shutdown below, so the sinks' transports close after
     // the shutdown has cut or finished every call.
-    const fair = makeFair(o.activeTenants, o.quantumRows)
+    const cursors = makeCursors()
+    const fair = makeFair(o.activeTenants, o.quantumRows, cursors.floorOf)
     // Each tenant's limits: the Limits service where the node has one (serve does), else the defaults.
     const service = yield* Effect.serviceOption(Limits)
     const limitsOf =
       input.limitsOf ?? (service._tag === "Some" ? service.value.of : (ords: ReadonlyArray<number>) => Effect.succeed(ords.map(() => DEFAULT_LIMITS)))
     const outcomes = yield* makeOutcomes(o, queue, state, fair, wake)
     const calls = yield* makeSinkCalls(o, queue, state, fair, outcomes)
-    const tick = ticking.withPermits(1)(Effect.uninterruptible(makeTick(o, queue, wakes, fair, limitsOf, state, calls)))
+    const tick = ticking.withPermits(1)(Effect.uninterruptible(makeTick(o, queue, wakes, fair, cursors, limitsOf, state, calls)))
 
     const loop = Effect.gen(function* () {
       for (;;) {

@@ -9,6 +9,7 @@ import type * as K from "../domain/keys.js"
 import { bucketOf } from "../domain/keys.js"
 import * as M from "../observability/delivery-metrics.js"
 import { type Claimed, type SinkCalls } from "./calls.js"
+import type { Cursors } from "./cursors.js"
 import type { Fair, Got, TenantLimits } from "./fair.js"
 import { CLAIM_PASSES, DISCOVERY_MARKERS, type PipelineOptions, type PipelineState } from "./options.js"
 import { type DueEntry, type QueueShape } from "../queue/queue.js"
@@ -26,6 +27,8 @@ interface Visit {
   readonly ord: number
   readonly markers: ReadonlyArray<number>
   readonly rows: ReadonlyArray<DueEntry>
+  /** The tenant's next due row after `rows` (read, not claimed); undefined when it drained. */
+  readonly next: DueEntry | undefined
 }
 
 /** The limits of the tenants a tick may serve, read once per tick (a cache hit each, src/queue/limits.ts). */
@@ -45,6 +48,7 @@ export const makeTick = (
   queue: QueueShape,
   wake: WakeShape,
   fair: Fair,
+  cursors: Cursors,
   limitsOf: LimitsOf,
   state: PipelineState,
   calls: SinkCalls
@@ -55,7 +59,11 @@ export const makeTick = (
   /** New members: the Writer's hints, then one bounded slice of the markers due by now (DISCOVERY_MARKERS). */
   const discover = (now: number) =>
     Effect.gen(function* () {
-      for (const ord of wake.takeHints()) fair.join(ord)
+      // A hinted row may sit below the tenant's cursor (its commit took its `at` before our last claim).
+      for (const h of wake.takeHints()) {
+        fair.join(h.ord)
+        cursors.lower(h.ord, h.at)
+      }
       const slice = yield* queue.markerSlice(now, sliceFrom, DISCOVERY_MARKERS)
       sliceFrom = slice.next
       for (const t of slice.tenants) fair.join(t.ord, t.buckets)
@@ -74,7 +82,7 @@ export const makeTick = (
         const got: Array<Got> = []
         for (const v of claimed) {
           got.push({ ord: v.ord, rows: v.rows.length, drained: v.drained })
-          visits.push({ ord: v.ord, markers: fair.takeMarkers(v.ord), rows: v.rows })
+          visits.push({ ord: v.ord, markers: fair.takeMarkers(v.ord), rows: v.rows, next: v.next })
           rowsLeft -= v.rows.length
           for (const r of v.rows) bytesLeft -= r.value.size
         }
@@ -120,19 +128,26 @@ export const makeTick = (
     const byTenant = new Map<number, Visit>()
     for (const v of visits) {
       const seen = byTenant.get(v.ord)
-      byTenant.set(v.ord, seen === undefined ? v : { ord: v.ord, markers: [...seen.markers, ...v.markers], rows: [...seen.rows, ...v.rows] })
+      byTenant.set(v.ord, seen === undefined ? v : { ord: v.ord, markers: [...seen.markers, ...v.markers], rows: [...seen.rows, ...v.rows], next: v.next })
     }
     const tenants = [...byTenant.values()]
     yield* Metric.update(M.activeTenants, tenants.length)
-    const cleaned = yield* queue.cleanupMarkersOf(tenants.map((v) => ({ ord: v.ord, markers: markersOf(v) })), now)
+    // Step 1 of the cleanup is this visit's own read (its next row; none when it drained) unless the
+    // tenant's cursor is due a check: then it reads the first due row from the start (cursors.ts).
+    const verified = tenants.map((v) => cursors.verify(v.ord, now))
+    const cleaned = yield* queue.cleanupMarkersOf(
+      tenants.map((v, i) => (verified[i] ? { ord: v.ord, markers: markersOf(v) } : { ord: v.ord, markers: markersOf(v), known: { first: v.next } })),
+      now
+    )
     for (let i = 0; i < tenants.length; i++) {
       const v = tenants[i]!
-      const r = cleaned[i]!
+      const first = cleaned[i]!.first
       const last = v.rows[v.rows.length - 1]
-      // Drained (or nothing due from the cursor): forget the floor. Otherwise the floor is the last
-      // claimed `at`, lowered to the tenant's first due row when a late commit landed below it.
-      if (last === undefined || r.first === undefined) fair.setCursor(v.ord, 0)
-      else fair.setCursor(v.ord, Math.min(last.ref.at, r.first.ref.at))
+      // The floor moves to the last claimed `at` (drained or not: nothing is left below it), and
+      // down to the tenant's first due row when a check found one below.
+      let at = last === undefined ? cursors.floorOf(v.ord) : last.ref.at
+      if (verified[i] && first !== undefined) at = Math.min(at, first.ref.at)
+      cursors.set(v.ord, at)
     }
     return { visited: tenants.map((v) => v.ord), claimed: claimed.map((c) => c.entry.ref) }
   })

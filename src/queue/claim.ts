@@ -24,6 +24,8 @@ export interface ClaimedVisit {
   readonly rows: ReadonlyArray<DueEntry>
   /** Nothing more of this tenant is due by now past these rows. */
   readonly drained: boolean
+  /** The tenant's next due row after these (read, not claimed); undefined when drained. */
+  readonly next: DueEntry | undefined
 }
 
 /**
@@ -47,7 +49,7 @@ export const claimDue =
         r.ord,
         Effect.suspend(() => read(r.ord, now, r.floorAt, Math.min(r.limit, rowsLeft), Math.min(r.bytes ?? bytesLeft, bytesLeft))).pipe(
           Effect.flatMap((due) => {
-            visits.push({ ord: r.ord, rows: due.rows, drained: due.drained })
+            visits.push({ ord: r.ord, rows: due.rows, drained: due.drained, next: due.next })
             let used = 0
             for (const d of due.rows) used += d.value.size
             return visit(i + 1, rowsLeft - due.rows.length, bytesLeft - used)

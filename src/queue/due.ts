@@ -18,6 +18,8 @@ const decodeDue = (e: Entry): DueEntry => ({ ref: K.decodeDueKey(e.key), value: 
 export interface DuePage {
   readonly rows: ReadonlyArray<DueEntry>
   readonly drained: boolean
+  /** The first row read and not taken (past the limit or the byte budget): the tenant's next due row from the floor. */
+  readonly next?: DueEntry | undefined
 }
 
 export const readDue =
@@ -35,10 +37,10 @@ export const readDue =
         const want = Math.min(DUE_SCAN_PAGE, limit - out.length + 1)
         const page = yield* store.scan("index", { lo, hi: range.hi }, { limit: want })
         for (const e of page) {
-          if (out.length === limit) return { rows: out, drained: false }
           const d = decodeDue(e)
+          if (out.length === limit) return { rows: out, drained: false, next: d }
           // The first row is taken even past the budget, so one oversized row cannot wedge its tenant.
-          if (out.length > 0 && bytes + d.value.size > byteBudget) return { rows: out, drained: false }
+          if (out.length > 0 && bytes + d.value.size > byteBudget) return { rows: out, drained: false, next: d }
           out.push(d)
           bytes += d.value.size
         }

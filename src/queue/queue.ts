@@ -19,7 +19,7 @@ import { type DeadPage, dead, deadPage } from "./dead.js"
 import { deadSizes, dropDead } from "./dlq-drop.js"
 import { type DueEntry, dueForTenant, firstDue } from "./due.js"
 import { envelopes, tenantsOfHooks } from "./hooks.js"
-import { type CleanupOptions, type CleanupResult, cleanupMarkers, cleanupMarkersOf } from "./markers.js"
+import { type CleanupOptions, type CleanupResult, type CleanupTenant, cleanupMarkers, cleanupMarkersOf } from "./markers.js"
 import { archiveObligations, type Obligation, settleArchive, unreferenced } from "./obligations.js"
 import { type PurgeKind, type PurgeResult, purgeTenant } from "./purge.js"
 import { recoverInflight } from "./recovery.js"
@@ -96,7 +96,7 @@ export interface QueueShape {
    * `between` runs once per point, for all tenants. Results in `tenants` order.
    */
   readonly cleanupMarkersOf: (
-    tenants: ReadonlyArray<{ readonly ord: number; readonly markers: ReadonlyArray<number> }>,
+    tenants: ReadonlyArray<CleanupTenant>,
     now: number,
     options?: CleanupOptions
   ) => Effect.Effect<ReadonlyArray<CleanupResult>, StoreError>

@@ -15,31 +15,46 @@ export const WAKE_HINTS_MAX = 65_536
 export interface WakeShape {
   /** Never blocks; any number of signals before the next wait count as one. */
   readonly signal: Effect.Effect<void>
-  /** `signal`, naming tenants that have rows due now (the tick serves them without waiting for the marker scan). */
-  readonly hint: (ords: Iterable<number>) => Effect.Effect<void>
+  /**
+   * `signal`, naming tenants that have rows due now (the tick serves them without waiting for the
+   * marker scan), and the `at` of those rows when the caller knows it: the tick lowers a tenant's
+   * scan cursor to it, so a row committed below the cursor is read by the next visit.
+   */
+  readonly hint: (ords: Iterable<number>, at?: number) => Effect.Effect<void>
   /** Until the next signal, or at once if one came since the last wait (one waiter: the tick). */
   readonly await: Effect.Effect<void>
-  /** The tenants hinted since the last take, in hint order. */
-  readonly takeHints: () => ReadonlyArray<number>
+  /** The tenants hinted since the last take, in hint order, each with the lowest `at` hinted (0 when unknown). */
+  readonly takeHints: () => ReadonlyArray<Hint>
+}
+
+export interface Hint {
+  readonly ord: number
+  readonly at: number
 }
 
 export class Wake extends Context.Service<Wake, WakeShape>()("ankusa/Wake") {}
 
 export const make: Effect.Effect<WakeShape> = Effect.map(Queue.sliding<void>(1), (latch) => {
-  let hints = new Set<number>()
+  let hints = new Map<number, number>()
   const signal = Effect.asVoid(Queue.offer(latch, undefined))
   return {
     signal,
-    hint: (ords) =>
+    hint: (ords, at = 0) =>
       Effect.suspend(() => {
-        for (const o of ords) if (hints.size < WAKE_HINTS_MAX) hints.add(o)
+        for (const o of ords) {
+          const seen = hints.get(o)
+          if (seen !== undefined) {
+            if (at < seen) hints.set(o, at)
+          } else if (hints.size < WAKE_HINTS_MAX) hints.set(o, at)
+        }
         return signal
       }),
     await: Queue.take(latch),
     takeHints: () => {
       if (hints.size === 0) return []
-      const out = [...hints]
-      hints = new Set()
+      const out: Array<Hint> = []
+      for (const [ord, at] of hints) out.push({ ord, at })
+      hints = new Map()
       return out
     }
   }

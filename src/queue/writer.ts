@@ -234,7 +234,7 @@ export const make = (options: WriterOptions = {}) =>
         }
         yield* logThrown(thrown)
         // New rows need not wait for the pipeline's next tick, nor for its marker scan to find their tenants.
-        yield* wake.hint(answers.map(([w]) => ords.get(w.tenant)!))
+        yield* wake.hint(answers.map(([w]) => ords.get(w.tenant)!), now)
       })
 
     // Every request of the batch gets an answer: a failed commit fails them all (completed ones stay completed).
