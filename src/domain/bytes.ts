@@ -36,14 +36,14 @@ export const corrupt = (what: string, bytes: Uint8Array): never => {
 }
 
 export const encodeU32 = (n: number): Uint8Array => {
-  const b = zeroed(4)
+  const b = Buffer.allocUnsafe(4) // every byte written
   b.writeUInt32BE(n, 0)
   return b
 }
 export const decodeU32 = (b: Uint8Array): number => (b.length === 4 ? readU32(b, 0) : corrupt("u32 value", b))
 
 export const encodeU64 = (n: number): Uint8Array => {
-  const b = zeroed(8)
+  const b = Buffer.allocUnsafe(8) // every byte written
   writeU64(b, n, 0)
   return b
 }

@@ -58,7 +58,7 @@ export interface DeliveryRow {
 }
 
 export const encodeRow = (r: DeliveryRow): Uint8Array => {
-  const b = K.zeroed(17)
+  const b = Buffer.allocUnsafe(17) // every byte written below
   b[0] = 1
   b.writeUInt16BE(Math.min(r.attempts, 0xffff), 1)
   b.writeUInt16BE(Math.min(r.lastStatus, 0xffff), 3)

@@ -8,7 +8,7 @@ export interface DueValue {
   readonly kind: DueKind
 }
 export const dueValue = (size: number, kind: DueKind): Uint8Array => {
-  const b = zeroed(5)
+  const b = Buffer.allocUnsafe(5) // every byte written
   b.writeUInt32BE(size, 0)
   b[4] = kind
   return b
