@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Stream } from "effect"
+import fc from "fast-check"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -16,6 +17,7 @@ import { decodeEnvelope } from "../src/domain/envelope.js"
 import * as K from "../src/domain/keys.js"
 import * as Registry from "../src/domain/migrations/registry.js"
 import * as TenantKeys from "../src/domain/migrations/tenant-keys.js"
+import * as Tenants from "../src/domain/tenants.js"
 import { type ColumnFamily, ColumnFamilies, merge } from "../src/domain/ops.js"
 import { checkStore, formatReport } from "../src/queue/format/check.js"
 import * as Fixture from "../src/queue/format/fixture.js"
@@ -453,6 +455,75 @@ describe("migration 2 -> 3", () => {
       )
     })
   )
+
+  it("a hook's tenant is read as the envelope decoder reads it", () => {
+    const envelope = (meta: string, version = 1) => {
+      const m = Buffer.from(meta, "utf8")
+      const head = Buffer.alloc(5)
+      head[0] = version
+      head.writeUInt32BE(m.length, 1)
+      return Buffer.concat([head, m, Buffer.from("body")])
+    }
+    const real = (tenantId: string | null) =>
+      Fixture.envelopeOf({ seq: 9, tenant: tenantId, at: Fixture.FIXTURE_BASE_AT, sinks: [{ state: "pending" }], archive: false })
+    // A meta length past the value's end.
+    const long = envelope(`{"id":"a","tenantId":"acme","sinks":[]}`)
+    long.writeUInt32BE(1_000, 1)
+    const cases: Array<Uint8Array | undefined> = [
+      undefined,
+      new Uint8Array(0),
+      new Uint8Array([1, 0, 0]),
+      real("acme"),
+      real(null),
+      real("ünïcødé ☃"),
+      real(""),
+      real("a\u0000b"),
+      real("x".repeat(300)),
+      Buffer.from("\u00ffnot an envelope"),
+      envelope(`{"id":"a","tenantId":"acme","sinks":[]}`, 2),
+      envelope(`{"id":"a","tenantId":"acme","sinks":[]}`).subarray(0, 20),
+      envelope(`{"id":"a","tenantId":"acme","sinks":[]`),
+      envelope(`{"id":7,"tenantId":"acme","sinks":[]}`),
+      envelope(`{"id":"a","tenantId":"acme","sinks":{}}`),
+      envelope(`{"id":"a","tenantId":"acme","sinks":[],"tenantId":"last"}`),
+      envelope(`{"id":"a","tenantId":"esc\\"aped\\u00e9","sinks":[]}`),
+      envelope(`{"sinks":[],"tenantId":"late","id":"a"}`),
+      envelope(`{"id":"a","tenantId":42,"sinks":[]}`),
+      envelope(`{"id":"a","sinks":[]}`),
+      envelope(`null`),
+      envelope(`[1]`),
+      long
+    ]
+    for (const bytes of cases) {
+      const expected = decodeEnvelope(bytes)?.tenantId
+      expect(TenantKeys.tenantIdOf(bytes), String(bytes && Buffer.from(bytes).toString("latin1"))).toEqual(expected)
+      const valid = typeof expected === "string" && Tenants.validTenantId(expected)
+      expect(TenantKeys.tenantOfHook(bytes)).toBe(valid ? expected : "default")
+      // A tenant the run already resolved skips the id check, and gives the same answer.
+      expect(TenantKeys.tenantOfHook(bytes, (t) => t === expected && valid)).toBe(valid ? expected : "default")
+    }
+    // Random metas (JSON or not, shaped like an envelope's or not) and damaged real envelopes.
+    const shaped = fc
+      .record({ id: fc.oneof(fc.string(), fc.integer()), tenantId: fc.oneof(fc.constant(null), fc.string(), fc.string({ unit: "binary" }), fc.integer()), sinks: fc.oneof(fc.array(fc.string()), fc.object()), headers: fc.dictionary(fc.string(), fc.string()) }, { requiredKeys: [] })
+      .map((m) => JSON.stringify(m))
+    const meta = fc.oneof(shaped, fc.json(), fc.string(), shaped.map((j) => j.replace(/"/g, " ")), shaped.map((j) => ` \n${j}\t`))
+    fc.assert(
+      fc.property(meta, (m) => {
+        const bytes = envelope(m)
+        expect(TenantKeys.tenantIdOf(bytes)).toEqual(decodeEnvelope(bytes)?.tenantId)
+      }),
+      { numRuns: 2_000 }
+    )
+    fc.assert(
+      fc.property(fc.string({ unit: "binary" }), fc.nat(400), fc.integer({ min: 0, max: 255 }), fc.nat(400), (tenant, at, byte, cut) => {
+        const bytes = Buffer.from(real(tenant))
+        if (at < bytes.length) bytes[at] = byte
+        const damaged = bytes.subarray(0, Math.max(0, bytes.length - (cut % 8 === 0 ? cut % bytes.length : 0)))
+        expect(TenantKeys.tenantIdOf(damaged)).toEqual(decodeEnvelope(damaged)?.tenantId)
+      }),
+      { numRuns: 5_000 }
+    )
+  })
 
   it.live(
     "a restored format 2 backup migrates on boot",
