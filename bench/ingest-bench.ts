@@ -24,7 +24,8 @@
  *
  * Prints hooks/s, p50/p99 latency, the server's event-loop delay p99 (its
  * `ankusa_event_loop_delay_seconds{quantile="0.99"}`, the worst 5 s window of
- * the measured time) and its peak RSS (VmHWM). Pass (issue 15, ratios to the bare server in
+ * the measured time) and its peak RSS (VmHWM); the store alone's CPU by thread, and the floor
+ * (the bare server's CPU a request plus the store's own threads a hook). Pass (issue 15, ratios to the bare server in
  * the same run): hooks/s >= MIN_RATIO x the bare server's req/s, the server's CPU a hook (all
  * threads) <= MAX_CPU_RATIO x the bare server's CPU a request, p99 < TARGET_P99_MS and every
  * answer a 202. STRETCH_RATIO is printed beside it, not gated.
