@@ -150,7 +150,8 @@ describe("platform", () => {
         const timer = setTimeout(() => fail("no start line"), 150_000)
         npm.once("exit", (code) => (clearTimeout(timer), fail(`npm start exited with ${code}`)))
         const look = () => {
-          const m = /"address":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(stdout)
+          // The start line ("ankusa serving"), not the "listening; booting" line before it: readyz is 503 until boot is done.
+          const m = /"message":"ankusa serving".*?"address":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(stdout)
           if (m !== null) (clearTimeout(timer), resolve(m[1]!))
           else setTimeout(look, 50)
         }
