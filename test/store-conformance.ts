@@ -214,6 +214,17 @@ export const storeConformance = <L>(h: StoreHarness<L>) => {
           expect(h.disk.truncated).toBe(false)
         }))
 
+      it.effect("a write marks the tenants whose counters it merged, once it has ended", () =>
+        Effect.gen(function* () {
+          const store = yield* Store
+          const mark = yield* store.marks.mark
+          yield* store.write([put("hooks", b(0x7d, 1), b(1)), merge("counters", counter(41, 1), 1n)], { sync: false })
+          expect(yield* store.marks.settled).toBe(true)
+          expect(store.marks.movedSince(41, mark)).toBe(true)
+          expect(store.marks.movedSince(42, mark)).toBe(false)
+          expect(store.marks.movedSince(41, yield* store.marks.mark)).toBe(false)
+        }))
+
       it.effect("reads are counted by family: point reads and scans", () =>
         Effect.gen(function* () {
           const store = yield* Store

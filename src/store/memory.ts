@@ -10,6 +10,7 @@ import { type Batch, type ColumnFamily, ColumnFamilies, decodeInt64LE, encodeInt
 import { CURRENT_FORMAT, initialize } from "./open.js"
 import { type Entry, type Range, Store, StoreError, type StoreFormatNewer, type StoreHealth, type StoreShape } from "./store.js"
 import { makeStats } from "./stats.js"
+import { makeWriteMarks } from "./write-marks.js"
 
 interface Row {
   readonly key: Buffer
@@ -131,15 +132,16 @@ export const makeMemoryStore = (opts: MemoryOptions = {}): Effect.Effect<StoreSh
   Effect.gen(function* () {
     const db = opts.db ?? new MemoryDb()
     const stats = makeStats()
+    const marks = makeWriteMarks()
     const write = (batch: Batch) =>
-      Effect.suspend(() => {
+      marks.track(batch, Effect.suspend(() => {
         if (db.failNextWrite > 0) {
           db.failNextWrite--
           return Effect.fail(new StoreError({ op: "write", message: "injected write failure" }))
         }
         db.apply(batch)
         return Effect.void
-      })
+      }))
     let format = yield* initialize(
       { get: (cf, key) => Effect.sync(() => db.find(cf, key)?.value), write },
       opts.supportedFormat ?? CURRENT_FORMAT
@@ -197,7 +199,8 @@ export const makeMemoryStore = (opts: MemoryOptions = {}): Effect.Effect<StoreSh
       stats: stats.snapshot,
       // Nothing stalls and nothing is on disk: a healthy, empty store.
       health: Effect.succeed(memoryHealth),
-      resetStats: stats.reset
+      resetStats: stats.reset,
+      marks
     }
     return store
   })

@@ -18,6 +18,7 @@ import { closeDb, columnFamiliesOf, type OpenTuning, openDb } from "./rocksdb-op
 import { encodeBatch } from "./rocksdb-wire.mjs"
 import { CURRENT_FORMAT, initialize } from "./open.js"
 import { makeStats } from "./stats.js"
+import { makeWriteMarks } from "./write-marks.js"
 
 export interface RocksDbOptions extends OpenTuning {
   /** The highest store format this build supports (a format 2 build opens only format 2's column families). */
@@ -74,12 +75,13 @@ const makeStore = (
       return undefined
     }
 
+    const marks = makeWriteMarks()
     const write = (batch: Batch, sync: boolean) =>
       Effect.suspend(() => {
         const why = invalid(batch)
         if (why !== undefined) return Effect.fail(new StoreError({ op: "write", message: why }))
         if (batch.length === 0) return Effect.void
-        return commit(encodeBatch(batch, (cf) => names.indexOf(cf as ColumnFamily)), sync)
+        return marks.track(batch, commit(encodeBatch(batch, (cf) => names.indexOf(cf as ColumnFamily)), sync))
       })
 
     const getMany = (cf: ColumnFamily, keys: ReadonlyArray<Uint8Array>) =>
@@ -198,7 +200,8 @@ const makeStore = (
       format: readFormat,
       stats: stats.snapshot,
       health: readHealth(db, dir),
-      resetStats: stats.reset
+      resetStats: stats.reset,
+      marks
     }
     return store
   })

@@ -7,6 +7,7 @@
  */
 import { Context, Data, type Effect, type Stream } from "effect"
 import type { Batch, ColumnFamily } from "../domain/ops.js"
+import type { WriteMarks } from "./write-marks.js"
 
 export interface Entry {
   readonly key: Uint8Array
@@ -131,6 +132,8 @@ export interface StoreShape {
   /** Write stalls, background work and the size on disk, read now. */
   readonly health: Effect.Effect<StoreHealth, StoreError>
   readonly resetStats: Effect.Effect<void>
+  /** Which tenants' counters the writes since a mark merged (write-marks.ts: the live store check). */
+  readonly marks: WriteMarks
 }
 
 export class Store extends Context.Service<Store, StoreShape>()("ankusa/Store") {}

@@ -3,9 +3,13 @@
  * check of check-run.ts on the node's own open store, as a service the edge
  * calls (the edge never reads the store itself). The RocksDB binding offers
  * no snapshot, so the check reads while the node writes and a difference may
- * be a write in flight: while a pass finds any, another runs (up to
- * `LIVE_CHECK_PASSES`), and only the differences every pass found alike are
- * reported; the rest are counted as `unconfirmed`. One check runs at a time.
+ * be a write in flight. Two guards: a counter difference of a tenant whose
+ * counters a write merged during the pass is dropped (the store's write
+ * marks, src/store/write-marks.ts: the pass read its rows and its counters at
+ * different moments); and while a pass finds any difference, another runs (up
+ * to `LIVE_CHECK_PASSES`), and only the differences every pass found alike are
+ * reported. What either guard drops is counted as `unconfirmed`. One check
+ * runs at a time.
  */
 import { Context, Data, Effect, Layer, Semaphore } from "effect"
 import { Store, type StoreError } from "../../store/store.js"
@@ -51,6 +55,17 @@ const confirmLifecycle = (a: LifecycleReport, b: LifecycleReport): LifecycleRepo
   return { ...b, ok: count === 0, differences: kept, differenceCount: count, leftoverCount: Math.min(leftovers, count) }
 }
 
+/** The pass without the counter differences of tenants that moved while it read (`moved`). */
+export const withoutMoved = (r: StoreCheckResult, moved: (ord: number) => boolean): StoreCheckResult => {
+  if (r.store === undefined) return r
+  const kept = r.store.differences.filter((d) => !(d.problem === "counter" && d.ord !== undefined && moved(d.ord)))
+  const dropped = r.store.differences.length - kept.length
+  if (dropped === 0) return r
+  // Past the listing bound the unlisted ones stand: they may be of tenants that did not move.
+  const count = r.store.differenceCount - dropped
+  return { ...r, store: { ...r.store, ok: count === 0, differences: kept, differenceCount: count }, corruptions: r.corruptions - dropped }
+}
+
 const found = (r: StoreCheckResult) => (r.store?.differenceCount ?? 0) + r.lifecycle.differenceCount
 
 /** A later pass, keeping only what the earlier ones also found. */
@@ -72,16 +87,22 @@ export const LIVE_CHECK_PASSES = 3
 export const make = Effect.gen(function* () {
   const store = yield* Store
   const one = yield* Semaphore.make(1)
-  const pass = runCheck(store)
+  /** One pass, and the differences it found, with those of tenants that moved under it set aside. */
+  const pass = Effect.gen(function* () {
+    const mark = yield* store.marks.mark
+    const r = yield* runCheck(store)
+    const settled = yield* store.marks.settled
+    return { all: found(r), kept: withoutMoved(r, (ord) => !settled || store.marks.movedSince(ord, mark)) }
+  })
   const run = Effect.gen(function* () {
     const first = yield* pass
-    let result = first
+    let result = first.kept
     let passes = 1
     while (found(result) > 0 && passes < LIVE_CHECK_PASSES) {
-      result = confirm(result, yield* pass)
+      result = confirm(result, (yield* pass).kept)
       passes++
     }
-    return { result, passes, unconfirmed: found(first) - found(result) }
+    return { result, passes, unconfirmed: first.all - found(result) }
   })
   return {
     run: Effect.flatMap(

@@ -1,0 +1,87 @@
+/**
+ * Which tenants' counters the writes that ended since a mark merged: how a
+ * reader without snapshots (the live `store check`, src/queue/format/
+ * check-service.ts) tells a difference it read between two halves of a
+ * moving store from one that was there all along.
+ *
+ * TEN-1's invariant makes this enough: every transition of a tenant's
+ * counted rows (due, inflight, dead, archive obligations) merges that
+ * tenant's counters in the same atomic batch, with a non-zero sum (no
+ * transition is counter-neutral, and no batch's transitions of one tenant
+ * cancel: domain/deliveries.ts). So a tenant none of whose counter keys was
+ * merged by a write that ended after the mark had the same rows and counters
+ * throughout. Writes are tracked when they end (whether they applied or
+ * failed), and `settled` waits for the writes already sent, so a write in
+ * flight when a pass starts or ends is seen.
+ *
+ * Bounded: one generation per slot, `WRITE_MARK_SLOTS` slots, a tenant in
+ * slot `ord % WRITE_MARK_SLOTS`; tenants sharing a slot look moved when
+ * either moves (the safe side: their difference is left unconfirmed).
+ */
+import { Duration, Effect } from "effect"
+import { decodeCounterKey } from "../domain/keys.js"
+import type { Batch } from "../domain/ops.js"
+
+/** Slots of the tenants' write generations (8 bytes each). */
+export const WRITE_MARK_SLOTS = 65_536
+
+/** `settled` gives up after this long (writes stuck behind a stalled disk): then everything counts as moved. */
+export const WRITE_MARK_SETTLE_MS = 10_000
+
+export interface WriteMarks {
+  /** The generation now: pass it to `movedSince` later. */
+  readonly mark: Effect.Effect<number>
+  /** Waits until every write sent so far has ended; false if that took past `WRITE_MARK_SETTLE_MS`. */
+  readonly settled: Effect.Effect<boolean>
+  /** A write that ended after `mark` merged a counter of `ord` (or of a tenant sharing its slot). */
+  readonly movedSince: (ord: number, mark: number) => boolean
+}
+
+export interface WriteMarksTracker extends WriteMarks {
+  /** Run a write through the tracker: counted as sent now, its counter merges marked when it ends. */
+  readonly track: <E>(batch: Batch, write: Effect.Effect<void, E>) => Effect.Effect<void, E>
+}
+
+export const makeWriteMarks = (): WriteMarksTracker => {
+  const slots = new Float64Array(WRITE_MARK_SLOTS)
+  let generation = 0
+  // The last generation that moved every tenant (a range delete of counters).
+  let everyone = 0
+  let sent = 0
+  // Tickets of the writes sent and not ended yet.
+  const open = new Set<number>()
+  const end = (ticket: number, batch: Batch) => {
+    open.delete(ticket)
+    generation++
+    for (const op of batch) {
+      if (op.cf !== "counters") continue
+      // A range of counters: every tenant may have moved.
+      if (op._tag === "deleteRange") everyone = generation
+      else slots[decodeCounterKey(op.key).ord % WRITE_MARK_SLOTS] = generation
+    }
+  }
+  const settled = Effect.suspend(() => {
+    const target = sent
+    const deadline = Date.now() + WRITE_MARK_SETTLE_MS
+    // Open writes are few (the Writer's batches, the pipeline's commits): a scan of them is cheap.
+    const done = () => {
+      for (const t of open) if (t < target) return false
+      return true
+    }
+    const wait: Effect.Effect<boolean> = Effect.suspend(() =>
+      done() ? Effect.succeed(true) : Date.now() > deadline ? Effect.succeed(false) : Effect.andThen(Effect.sleep(Duration.millis(1)), wait)
+    )
+    return wait
+  })
+  return {
+    mark: Effect.sync(() => generation),
+    settled,
+    movedSince: (ord, mark) => everyone > mark || slots[ord % WRITE_MARK_SLOTS]! > mark,
+    track: (batch, write) =>
+      Effect.suspend(() => {
+        const ticket = sent++
+        open.add(ticket)
+        return Effect.ensuring(write, Effect.sync(() => end(ticket, batch)))
+      })
+  }
+}
