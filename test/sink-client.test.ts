@@ -1,6 +1,6 @@
 /**
  * The sink client (src/delivery/sink-client.ts) against real sinks on 127.0.0.1:
- * the headers a call sends (a flat array handed to Node, with our own `host`),
+ * the headers a call sends (one request head, with our own `host`),
  * and the sink's timeout.
  */
 import { describe, expect, it } from "@effect/vitest"

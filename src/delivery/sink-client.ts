@@ -2,16 +2,15 @@
  * One sink call (product.md "Delivery"; docs/delivery.md "Signatures"): a POST
  * of the hook's original body with its content type, the sink's headers and,
  * when the sink has a secret, Standard Webhooks signature headers; bounded by
- * the sink's timeout. On `node:http(s)` with one keep-alive Agent per sink
- * (`transport`), one callback chain per call (`start`) and no effect: the
- * platform `HttpClient` cost about ten times the CPU per call (docs/testing.md
- * "Targets missed").
+ * the sink's timeout. On the pipeline's own HTTP/1.1 client (src/delivery/http1.ts)
+ * with one keep-alive pool per sink (`transport`), one callback chain per call
+ * (`start`) and no effect: the platform `HttpClient` cost about ten times the
+ * CPU per call, `node:http`'s Agent about four times (docs/testing.md).
  */
-import * as http from "node:http"
-import * as https from "node:https"
 import type { Envelope } from "../domain/envelope.js"
 import type { RetrySchedule } from "../domain/retry-schedule.js"
 import * as Signature from "../domain/signature.js"
+import * as Http1 from "./http1.js"
 
 export interface SinkOptions {
   readonly name: string
@@ -85,45 +84,43 @@ export const requestHeaders = (
 
 /**
  * An idle keep-alive connection is closed after this long (a sink's `Keep-Alive: timeout=N` hint,
- * when it sends one, wins: Node's Agent closes a little before it).
+ * when it sends one, wins: the client closes a second before it, as Node's Agent does).
  */
 export const IDLE_SOCKET_MS = 4_000
 
-/** A sink's connections: a keep-alive Agent with at most `concurrency` sockets, and its parsed URL. */
+/** A sink's connections (src/delivery/http1.ts: keep-alive, `concurrency` at most) and its request target. */
 export interface Transport {
-  readonly agent: http.Agent
-  readonly request: typeof http.request
-  readonly protocol: string
-  readonly hostname: string
-  readonly port: string
+  readonly pool: Http1.Pool
+  /** The request target: the URL's path and query. */
   readonly path: string
-  /** The `host` header Node would send (`new URL`'s host: the port only when not the default). */
+  /** The `host` header: `new URL`'s host (the port only when not the default). */
   readonly host: string
 }
 
-/** The sink's Agent (keep-alive, `concurrency` sockets at most, kept idle up to `concurrency`); `close` it at shutdown. */
+/** The sink's connection pool (keep-alive, `concurrency` connections at most); `close` it at shutdown. */
 export const transport = (sink: SinkOptions): Transport => {
   const u = new URL(sink.url)
   const secure = u.protocol === "https:"
-  const o = { keepAlive: true, maxSockets: sink.concurrency, maxFreeSockets: sink.concurrency, timeout: IDLE_SOCKET_MS }
   return {
-    agent: secure ? new https.Agent(o) : new http.Agent(o),
-    request: secure ? https.request : http.request,
-    protocol: u.protocol,
-    // `new URL` keeps an IPv6 host in brackets; the socket wants it bare.
-    hostname: u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname,
-    port: u.port,
+    pool: Http1.pool({
+      secure,
+      // `new URL` keeps an IPv6 host in brackets; the socket wants it bare.
+      hostname: u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname,
+      port: u.port === "" ? (secure ? 443 : 80) : Number(u.port),
+      maxSockets: sink.concurrency,
+      idleMs: IDLE_SOCKET_MS
+    }),
     path: `${u.pathname}${u.search}`,
     host: u.host
   }
 }
 
-/** Close the sink's sockets (shutdown). */
-export const close = (t: Transport): void => t.agent.destroy()
+/** Close the sink's connections (shutdown). */
+export const close = (t: Transport): void => t.pool.close()
 
 /**
  * POST the hook to the sink and call `done` once with the attempt (never synchronously), unless
- * the call is cut first: the returned function cuts it (destroys the request; `done` is not
+ * the call is cut first: the returned function cuts it (destroys its connection; `done` is not
  * called). One callback chain per call, no effect inside: the pipeline runs it in a fiber of
  * its own through `Effect.callback`, whose interruption cuts it (src/delivery/calls.ts).
  */
@@ -145,45 +142,34 @@ export const start = (
     const endedAt = now()
     done({ status, retryAfter, error, durationMs: endedAt - started, endedAt })
   }
-  let req: http.ClientRequest
+  let head: string
   try {
-    // A flat [name, value, ...] array: Node writes (and validates) it as it is, without a
-    // setHeader per header; it then adds no `host` of its own, so it is the first pair here.
-    const headers = ["host", t.host]
+    // `host` first; a sink's own `host` wins, its content type and length never do.
+    const pairs = ["host", t.host]
     for (const [k, v] of Object.entries(requestHeaders(sink, key, env, started))) {
-      // A sink's own `host` wins, as it would with setHeader; its content type and length never do.
-      if (k === "host") headers[1] = v
-      else if (k !== "content-type" && k !== "content-length") headers.push(k, v)
+      if (k === "host") pairs[1] = v
+      else if (k !== "content-type" && k !== "content-length") pairs.push(k, v)
     }
-    headers.push("content-type", env.contentType, "content-length", String(env.body.byteLength))
-    req = t.request({ agent: t.agent, method: "POST", protocol: t.protocol, hostname: t.hostname, port: t.port, path: t.path, headers })
+    pairs.push("content-type", env.contentType, "content-length", String(env.body.byteLength))
+    head = Http1.requestHead("POST", t.path, pairs)
   } catch {
-    // A header value Node refuses (a control character): the request cannot be sent.
+    // A header HTTP forbids (a control character in a value): the request cannot be sent.
     process.nextTick(() => end(0, undefined, "transport"))
     return () => {
       settled = true
     }
   }
   // The whole call (connect, request, the answer read to its end) within the sink's timeout.
+  const cut = t.pool.send(head, env.body, (e) =>
+    e._tag === "Answer" ? end(e.status, e.retryAfter, undefined) : end(0, undefined, "transport")
+  )
   timer = setTimeout(() => {
     end(0, undefined, "timeout")
-    req.destroy()
+    cut()
   }, sink.timeoutMs)
-  req.on("error", () => end(0, undefined, "transport"))
-  req.on("response", (res) => {
-    // Read the answer to its end, discarding it chunk by chunk (nothing is buffered), so the
-    // connection goes back to the Agent; an answer closed before its end is a transport error.
-    const retryAfter = res.headers["retry-after"]
-    const status = res.statusCode ?? 0
-    res.on("end", () => end(status, retryAfter, undefined))
-    res.on("error", () => end(0, undefined, "transport"))
-    res.on("close", () => end(0, undefined, "transport"))
-    res.resume()
-  })
-  req.end(env.body)
   return () => {
     settled = true
     clearTimeout(timer)
-    req.destroy()
+    cut()
   }
 }
