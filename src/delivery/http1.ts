@@ -88,32 +88,51 @@ interface Parser {
 
 const newParser = (): Parser => ({ phase: "head", text: "", left: 0, status: 0, retryAfter: undefined, keepAlive: true })
 
+/** The header names an answer's framing and our outcome read, by length (the only ones lower-cased). */
+const WANTED = new Set(["content-length", "transfer-encoding", "connection", "keep-alive", "retry-after"])
+const WANTED_LENGTHS = new Set([...WANTED].map((n) => n.length))
+
+const isDigit = (c: number) => c >= 48 && c <= 57
+
 /** One answer's head parsed: the framing of its body, or why it is not an answer we can read. */
 const parseHead = (p: Parser, head: string, conn: Conn, origin: Origin): string | undefined => {
-  const lines = head.split("\r\n")
-  const m = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0]!)
-  if (m === null) return "malformed status line"
-  const minor = m[1]!
-  p.status = Number(m[2])
+  // "HTTP/1.x SSS" then a space or the line's end.
+  let eol = head.indexOf("\r\n")
+  if (eol < 0) eol = head.length
+  if (
+    !head.startsWith("HTTP/1.") || (head.charCodeAt(7) !== 48 && head.charCodeAt(7) !== 49) || head.charCodeAt(8) !== 32 ||
+    !isDigit(head.charCodeAt(9)) || !isDigit(head.charCodeAt(10)) || !isDigit(head.charCodeAt(11)) || (eol > 12 && head.charCodeAt(12) !== 32)
+  ) return "malformed status line"
+  const minor = head.charCodeAt(7) - 48
+  p.status = Number(head.slice(9, 12))
   let length: string | undefined
   let chunked = false
   let connection = ""
   let keepAliveHint: string | undefined
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i]!
-    const colon = line.indexOf(":")
-    if (colon <= 0) return "malformed header line"
-    const name = line.slice(0, colon).trim().toLowerCase()
-    const value = line.slice(colon + 1).trim()
-    if (name === "content-length") {
-      if (!/^\d{1,15}$/.test(value) || (length !== undefined && length !== value)) return "bad content-length"
-      length = value
-    } else if (name === "transfer-encoding") chunked = /(?:^|,)\s*chunked\s*$/i.test(value)
-    else if (name === "connection") connection += `${value.toLowerCase()},`
-    else if (name === "keep-alive") keepAliveHint = value
-    else if (name === "retry-after") p.retryAfter = value
+  let at = eol + 2
+  while (at < head.length) {
+    let end = head.indexOf("\r\n", at)
+    if (end < 0) end = head.length
+    const colon = head.indexOf(":", at)
+    if (colon <= at || colon > end) return "malformed header line"
+    let nameEnd = colon
+    while (nameEnd > at && head.charCodeAt(nameEnd - 1) === 32) nameEnd--
+    if (WANTED_LENGTHS.has(nameEnd - at)) {
+      const name = head.slice(at, nameEnd).toLowerCase()
+      if (WANTED.has(name)) {
+        const value = head.slice(colon + 1, end).trim()
+        if (name === "content-length") {
+          if (!/^\d{1,15}$/.test(value) || (length !== undefined && length !== value)) return "bad content-length"
+          length = value
+        } else if (name === "transfer-encoding") chunked = /(?:^|,)\s*chunked\s*$/i.test(value)
+        else if (name === "connection") connection += `${value.toLowerCase()},`
+        else if (name === "keep-alive") keepAliveHint = value
+        else p.retryAfter = value
+      }
+    }
+    at = end + 2
   }
-  p.keepAlive = minor === "1" ? !/(?:^|,)\s*close\s*,/.test(connection) : /(?:^|,)\s*keep-alive\s*,/.test(connection)
+  p.keepAlive = minor === 1 ? !/(?:^|,)\s*close\s*,/.test(connection) : /(?:^|,)\s*keep-alive\s*,/.test(connection)
   const hint = keepAliveHint === undefined ? undefined : /(?:^|,)\s*timeout=(\d+)/i.exec(keepAliveHint)
   if (hint !== null && hint !== undefined) {
     // As Node's Agent does: a second short of the server's own timeout, and none left means close.
