@@ -61,6 +61,39 @@ describe("sink client", () => {
     })
   )
 
+  it.live("a sink's own user-agent and host win; its webhook and framing headers never do", () =>
+    Effect.gen(function* () {
+      const server = yield* startSink()
+      const sink = sinkOf(server.url, {
+        headers: { "User-Agent": "shop-relay/2", Host: "sink.example", "Webhook-Id": "forged", "webhook-signature": "v1,forged", "Content-Length": "1" }
+      })
+      const { attempt } = yield* withTransport(sink, (t) => call(t, sink, "msg_2"))
+      expect(attempt).toMatchObject({ status: 204, error: undefined })
+      const r = server.received[0]!
+      expect(r.headers["user-agent"]).toBe("shop-relay/2")
+      expect(r.headers.host).toBe("sink.example")
+      expect(r.headers["webhook-id"]).toBe("msg_2")
+      expect(r.headers["webhook-signature"]).toBeUndefined()
+      expect(r.headers["content-length"]).toBe(String(r.body.length))
+    })
+  )
+
+  it.live("a header value HTTP forbids, the sink's or the hook's, fails the call as a transport error before anything is sent", () =>
+    Effect.gen(function* () {
+      const server = yield* startSink()
+      const bad = sinkOf(server.url, { headers: { "x-token": "a\r\nb" } })
+      expect((yield* withTransport(bad, (t) => call(t, bad, "msg_3"))).attempt).toMatchObject({ status: 0, error: "transport" })
+      const sink = sinkOf(server.url)
+      const badHook = { ...envelope("msg_4"), headers: { "x-upstream": "a\u0000b" } }
+      const attempt = yield* withTransport(sink, (t) =>
+        Effect.callback<SinkClient.Attempt>((resume) => {
+          SinkClient.start(t, sink, undefined, badHook, Date.now, (a) => resume(Effect.succeed(a)))
+        }))
+      expect(attempt).toMatchObject({ status: 0, error: "transport" })
+      expect(server.received).toHaveLength(0)
+    })
+  )
+
   it.live("a hanging call times out at the sink's timeout, and calls started later each at their own", () =>
     Effect.gen(function* () {
       const timeoutMs = 400

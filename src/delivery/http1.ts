@@ -263,15 +263,15 @@ export const pool = (origin: Origin): Pool => {
   }
 
   const write = (conn: Conn, ex: Pending) => {
-    const head = Buffer.from(ex.head, "latin1")
+    // The head is latin1 (validated: one byte a character), so its length is its size in bytes.
     if (ex.body.byteLength <= COPY_BODY_BYTES) {
-      const out = Buffer.allocUnsafe(head.length + ex.body.byteLength)
-      head.copy(out, 0)
-      out.set(ex.body, head.length)
+      const out = Buffer.allocUnsafe(ex.head.length + ex.body.byteLength)
+      out.write(ex.head, 0, "latin1")
+      out.set(ex.body, ex.head.length)
       conn.socket.write(out)
     } else {
       conn.socket.cork()
-      conn.socket.write(head)
+      conn.socket.write(ex.head, "latin1")
       conn.socket.write(ex.body)
       conn.socket.uncork()
     }
@@ -371,14 +371,19 @@ export const pool = (origin: Origin): Pool => {
 const TOKEN = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/
 const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/
 
+/** A header name HTTP allows (a token). */
+export const validName = (name: string): boolean => TOKEN.test(name)
+/** A header value HTTP allows (no control character but tab; latin1: one byte a character on the wire). */
+export const validValue = (value: string): boolean => !INVALID_VALUE.test(value)
+
 /** A request head: `POST path`, then `pairs` (name, value, ...) as given; throws on a name or value HTTP forbids. */
 export const requestHead = (method: string, path: string, pairs: ReadonlyArray<string>): string => {
   let head = `${method} ${path} HTTP/1.1\r\n`
   for (let i = 0; i < pairs.length; i += 2) {
     const name = pairs[i]!
     const value = pairs[i + 1]!
-    if (!TOKEN.test(name)) throw new TypeError(`invalid header name ${JSON.stringify(name)}`)
-    if (INVALID_VALUE.test(value)) throw new TypeError(`invalid value for header ${name}`)
+    if (!validName(name)) throw new TypeError(`invalid header name ${JSON.stringify(name)}`)
+    if (!validValue(value)) throw new TypeError(`invalid value for header ${name}`)
     head += `${name}: ${value}\r\n`
   }
   return head + "\r\n"

@@ -62,24 +62,57 @@ const NOT_FORWARDED = new Set([
   "webhook-signature"
 ])
 
-/** The request headers of one delivery attempt at `now` (ms). */
-export const requestHeaders = (
-  sink: SinkOptions,
-  key: Uint8Array | undefined,
-  env: Envelope,
-  now: number
-): Record<string, string> => {
-  const out: Record<string, string> = {}
-  for (const [k, v] of Object.entries(env.headers)) if (!NOT_FORWARDED.has(k.toLowerCase())) out[k.toLowerCase()] = v
-  out["user-agent"] = USER_AGENT
-  for (const [k, v] of Object.entries(sink.headers)) out[k.toLowerCase()] = v
+/** Names the client sets itself, whatever a sink's headers say (its `host` and `user-agent` do win). */
+const OURS = new Set(["host", "content-type", "content-length", "webhook-id", "webhook-timestamp", "webhook-signature"])
+
+/**
+ * What every call to a sink sends alike, worked out once: the request line, and the sink's
+ * headers (lower-cased, checked) after `host`. `invalid` when the sink's own headers hold
+ * something HTTP forbids: every call then fails as a transport error, as before it is sent.
+ */
+interface Fixed {
+  readonly line: string
+  readonly host: string
+  /** `user-agent` and the sink's headers, as header lines. */
+  readonly lines: string
+  /** Lower-cased names an envelope's kept header may not repeat (the sink's, `user-agent`). */
+  readonly taken: ReadonlySet<string>
+  readonly invalid: boolean
+}
+
+const fixedOf = (sink: SinkOptions, path: string, urlHost: string): Fixed => {
+  const own = new Map<string, string>([["user-agent", USER_AGENT]])
+  let host = urlHost
+  for (const [k, v] of Object.entries(sink.headers)) {
+    const name = k.toLowerCase()
+    if (name === "host") host = v
+    else if (!OURS.has(name)) own.set(name, v)
+  }
+  let lines = ""
+  let invalid = !Http1.validValue(host)
+  for (const [name, value] of own) {
+    if (!Http1.validName(name) || !Http1.validValue(value)) invalid = true
+    lines += `${name}: ${value}\r\n`
+  }
+  return { line: `POST ${path} HTTP/1.1\r\nhost: ${host}\r\n`, host, lines, taken: new Set(own.keys()), invalid }
+}
+
+/** One attempt's request head; undefined when a kept header's name or value is one HTTP forbids. */
+const headOf = (f: Fixed, key: Uint8Array | undefined, env: Envelope, now: number): string | undefined => {
+  let head = f.line
+  for (const k in env.headers) {
+    const name = k.toLowerCase()
+    if (NOT_FORWARDED.has(name) || f.taken.has(name)) continue
+    const value = env.headers[k]!
+    if (!Http1.validName(name) || !Http1.validValue(value)) return undefined
+    head += `${name}: ${value}\r\n`
+  }
   const ts = Math.floor(now / 1000)
   // webhook-id always: receivers dedupe redeliveries (at-least-once) by it.
-  out["webhook-id"] = env.id
-  out["webhook-timestamp"] = String(ts)
-  if (key !== undefined) out["webhook-signature"] = Signature.headers(key, env.id, ts, env.body)["webhook-signature"]
-  else delete out["webhook-signature"]
-  return out
+  head += `${f.lines}webhook-id: ${env.id}\r\nwebhook-timestamp: ${ts}\r\n`
+  if (key !== undefined) head += `webhook-signature: ${Signature.headers(key, env.id, ts, env.body)["webhook-signature"]}\r\n`
+  if (!Http1.validValue(env.contentType) || !Http1.validValue(env.id)) return undefined
+  return `${head}content-type: ${env.contentType}\r\ncontent-length: ${env.body.byteLength}\r\n\r\n`
 }
 
 /**
@@ -91,10 +124,8 @@ export const IDLE_SOCKET_MS = 4_000
 /** A sink's connections (src/delivery/http1.ts: keep-alive, `concurrency` at most) and its request target. */
 export interface Transport {
   readonly pool: Http1.Pool
-  /** The request target: the URL's path and query. */
-  readonly path: string
-  /** The `host` header: `new URL`'s host (the port only when not the default). */
-  readonly host: string
+  /** The request line and the sink's own headers, worked out once. */
+  readonly fixed: Fixed
 }
 
 /** The sink's connection pool (keep-alive, `concurrency` connections at most); `close` it at shutdown. */
@@ -110,8 +141,8 @@ export const transport = (sink: SinkOptions): Transport => {
       maxSockets: sink.concurrency,
       idleMs: IDLE_SOCKET_MS
     }),
-    path: `${u.pathname}${u.search}`,
-    host: u.host
+    // `host`: `new URL`'s host (the port only when not the default) unless the sink sets its own.
+    fixed: fixedOf(sink, `${u.pathname}${u.search}`, u.host)
   }
 }
 
@@ -142,17 +173,8 @@ export const start = (
     const endedAt = now()
     done({ status, retryAfter, error, durationMs: endedAt - started, endedAt })
   }
-  let head: string
-  try {
-    // `host` first; a sink's own `host` wins, its content type and length never do.
-    const pairs = ["host", t.host]
-    for (const [k, v] of Object.entries(requestHeaders(sink, key, env, started))) {
-      if (k === "host") pairs[1] = v
-      else if (k !== "content-type" && k !== "content-length") pairs.push(k, v)
-    }
-    pairs.push("content-type", env.contentType, "content-length", String(env.body.byteLength))
-    head = Http1.requestHead("POST", t.path, pairs)
-  } catch {
+  const head = t.fixed.invalid ? undefined : headOf(t.fixed, key, env, started)
+  if (head === undefined) {
     // A header HTTP forbids (a control character in a value): the request cannot be sent.
     process.nextTick(() => end(0, undefined, "transport"))
     return () => {
