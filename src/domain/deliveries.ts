@@ -244,6 +244,9 @@ export const dueRange = (ord: number, floorAt: number, now: number): KeyRange =>
 })
 
 export const tenantDueRange = (ord: number): KeyRange => K.range(K.duePrefix(ord))
+
+/** A tenant's due rows due at or after `floorAt` (any time later). */
+export const tenantDueFrom = (ord: number, floorAt: number): KeyRange => ({ lo: K.dueFrom(ord, floorAt), hi: tenantDueRange(ord).hi })
 export const tenantInflightRange = (ord: number): KeyRange => K.range(K.inflightPrefix(ord))
 export const tenantDeadRange = (ord: number): KeyRange => K.range(K.deadByTenantPrefix(ord))
 

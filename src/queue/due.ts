@@ -54,7 +54,10 @@ export const dueForTenant =
   (ord: number, now: number, floorAt: number, limit: number, byteBudget: number): Effect.Effect<ReadonlyArray<DueEntry>, StoreError> =>
     Effect.map(readDue(store)(ord, now, floorAt, limit, byteBudget), (p) => p.rows)
 
+/** A tenant's first due row (at or after `floorAt` when given: a seek past the rows below it, and their tombstones). */
 export const firstDue =
   (store: StoreShape) =>
-  (ord: number): Effect.Effect<DueEntry | undefined, StoreError> =>
-    store.first("index", Deliveries.tenantDueRange(ord)).pipe(Effect.map((e) => (e === undefined ? undefined : decodeDue(e))))
+  (ord: number, floorAt?: number): Effect.Effect<DueEntry | undefined, StoreError> =>
+    store
+      .first("index", floorAt === undefined ? Deliveries.tenantDueRange(ord) : Deliveries.tenantDueFrom(ord, floorAt))
+      .pipe(Effect.map((e) => (e === undefined ? undefined : decodeDue(e))))

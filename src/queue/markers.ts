@@ -71,7 +71,10 @@ export const cleanupMarkersOf = (store: StoreShape) => {
         const gone = deleted[i]!
         const restored: Array<number> = []
         if (gone.length > 0) {
-          const again = yield* firstOf(ord)
+          // Only the deleted buckets matter here, so the read starts at the lowest of them (`gone` is
+          // sorted): a row below it is in a bucket whose marker stays, and the seek does not step over
+          // the tombstones of the rows claimed before it.
+          const again = yield* firstOf(ord, gone[0]! * 1000)
           if (again !== undefined) {
             const firstBucket = K.bucketOf(again.ref.at)
             if (gone.includes(firstBucket)) restored.push(firstBucket)
