@@ -1,10 +1,11 @@
 /**
  * The pipeline's sink calls (docs/delivery.md "Connections", "Limits";
  * docs/architecture.md "The pipeline"): per sink, a FIFO of claimed rows
- * whose calls start `concurrency` at a time as earlier ones end, each call a
- * fiber forked into one FiberSet that settles its outcome (a 2xx at once; a
- * retry or the DLQ after reading the row), and the cut at shutdown, which
- * interrupts them.
+ * whose calls start `concurrency` at a time as earlier ones end, each call
+ * the sink client's callback chain (a 2xx settled from its answer; a call
+ * that did not deliver hands its outcome to a fiber in one FiberSet, which
+ * reads the row and settles the retry or the DLQ), and the cut at shutdown,
+ * which cuts the calls in flight and interrupts those fibers.
  */
 import { Cause, Clock, Effect, FiberSet, Latch, Random } from "effect"
 import { type Envelope, tenantOf } from "../domain/envelope.js"
@@ -108,7 +109,7 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
     // Jobs handed over and not finished (queued or calling); `idle` is open at 0.
     let busy = 0
     const idle = yield* Latch.make(true)
-    // One fiber per call, interrupted at the cut (a call cut so destroys its request: no outcome).
+    // The fibers that settle failed calls (and unroutable rows), interrupted at the cut.
     const fibers = yield* FiberSet.make<void, never>()
     const runFiber = yield* FiberSet.runtime(fibers)<never>()
     let cut = false
@@ -222,31 +223,43 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
       }
     }
 
-    /** The sink call (node:http, timed by the client); interrupting it cuts the request, with no outcome. */
-    const attempt = (sink: Sink, job: Job): Effect.Effect<SinkClient.Attempt> =>
-      Effect.callback<SinkClient.Attempt>((resume) => {
-        const stop = SinkClient.start(sink.transport, sink.options, sink.key, job.env, now, (a) => resume(Effect.succeed(a)))
-        return Effect.sync(stop)
-      })
+    /** Calls in flight (their cut, for shutdown: a call cut so has no outcome). */
+    const live = new Set<{ readonly stop: () => void; readonly sink: Sink }>()
 
-    /** One call, a fiber of its own: the attempt, then its outcome; the slot is freed and the next call started when it ends. */
+    /** A call ended: its slot is free, and the next waiting row's call may start. */
+    const free = (sink: Sink): void => {
+      sink.running -= 1
+      pump(sink)
+    }
+
+    /**
+     * One call: the sink client's callback chain, no fiber (docs/architecture.md "The pipeline"
+     * has the paired runs). A 2xx is settled from the answer's callback; a call that did not
+     * deliver forks a fiber that reads the row and settles the retry or the DLQ.
+     */
     const call = (sink: Sink, job: Job): void => {
       sink.running += 1
       delay(Math.max(0, now() - job.claimed.entry.ref.at) / 1000)
-      runFiber(
-        guarded(
-          job.claimed,
-          Effect.flatMap(attempt(sink, job), (a) => {
-            sink.latency(a.durationMs / 1000)
-            // A 429 slows this sink (every tenant's calls to it), not the tenant's other sinks.
-            if (a.status === 429) sink.pace.pause(a.endedAt, Math.min(Retry.parseRetryAfter(a.retryAfter, a.endedAt) ?? DEFAULT_429_PAUSE_MS, sink.options.retry.maxRetryAfterMs))
-            return a.status >= 200 && a.status < 300 ? settle(delivered(job)) : failed(sink, job, a)
-          })
-        ).pipe(Effect.ensuring(Effect.sync(() => {
-          sink.running -= 1
-          pump(sink)
-        })))
-      )
+      const entry = {
+        sink,
+        stop: SinkClient.start(sink.transport, sink.options, sink.key, job.env, now, (a) => {
+          live.delete(entry)
+          sink.latency(a.durationMs / 1000)
+          // A 429 slows this sink (every tenant's calls to it), not the tenant's other sinks.
+          if (a.status === 429) sink.pace.pause(a.endedAt, Math.min(Retry.parseRetryAfter(a.retryAfter, a.endedAt) ?? DEFAULT_429_PAUSE_MS, sink.options.retry.maxRetryAfterMs))
+          if (a.status >= 200 && a.status < 300) {
+            try {
+              outcomes.settle(delivered(job))
+              finish()
+            } catch (e) {
+              // A defect here must not leak the slot either (guarded logs it and counts the row down).
+              runFiber(guarded(job.claimed, Effect.die(e)))
+            }
+            free(sink)
+          } else runFiber(guarded(job.claimed, failed(sink, job, a)).pipe(Effect.ensuring(Effect.sync(() => free(sink)))))
+        })
+      }
+      live.add(entry)
     }
 
     return {
@@ -260,6 +273,14 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
           if (sink.timer !== undefined) clearTimeout(sink.timer)
           sink.timer = undefined
         }
+        // The calls in flight are cut (their connections destroyed, no outcome: the rows stay ?F),
+        // then the fibers settling failures.
+        for (const e of live) {
+          e.stop()
+          e.sink.running -= 1
+          finish()
+        }
+        live.clear()
         yield* FiberSet.clear(fibers)
         yield* FiberSet.awaitEmpty(fibers)
       })

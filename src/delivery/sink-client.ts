@@ -152,8 +152,8 @@ export const close = (t: Transport): void => t.pool.close()
 /**
  * POST the hook to the sink and call `done` once with the attempt (never synchronously), unless
  * the call is cut first: the returned function cuts it (destroys its connection; `done` is not
- * called). One callback chain per call, no effect inside: the pipeline runs it in a fiber of
- * its own through `Effect.callback`, whose interruption cuts it (src/delivery/calls.ts).
+ * called). One callback chain per call, no effect inside: the pipeline calls it from its sink
+ * queue and keeps the cut for its shutdown (src/delivery/calls.ts).
  */
 export const start = (
   t: Transport,
