@@ -208,6 +208,39 @@ describe("sink HTTP/1.1 client", () => {
     }
   })
 
+  it("calls re-sent from the callbacks of calls the sink cut stay within maxSockets", async () => {
+    let seen = 0
+    // Every other request is cut by the sink (no answer); the rest answer 204 and close.
+    const server = net.createServer((socket) => {
+      socket.on("error", () => {})
+      socket.once("data", () => (seen++ % 2 === 0 ? socket.destroy() : socket.end("HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")))
+    })
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+    const pool = Http1.pool(origin((server.address() as net.AddressInfo).port, { maxSockets: 2 }))
+    try {
+      // The client's own count (the server sees a closed connection go a little later): sampled
+      // as each call is sent and once the event that sent it has run to its end.
+      let maxClient = 0
+      const sample = () => (maxClient = Math.max(maxClient, pool.open()))
+      // Six chains of four calls each, every next call sent from inside the previous one's callback
+      // (as the pipeline does), so it runs while the pool is still handling that call's end.
+      const chain = (left: number, done: () => void): void => {
+        pool.send(HEAD, BODY, () => {
+          if (left > 1) chain(left - 1, done)
+          else done()
+        })
+        sample()
+        setImmediate(sample)
+      }
+      await Promise.all(Array.from({ length: 6 }, () => new Promise<void>((resolve) => chain(4, resolve))))
+      expect(seen).toBe(24)
+      expect(maxClient).toBe(2)
+    } finally {
+      pool.close()
+      await new Promise((r) => server.close(r))
+    }
+  })
+
   it("a connection the sink closed while idle is not used again; the next call opens one", async () => {
     const server = http.createServer((req, res) => {
       req.resume()

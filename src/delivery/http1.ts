@@ -242,10 +242,14 @@ export const pool = (origin: Origin): Pool => {
   const all = new Set<Conn>()
   let closed = false
 
-  const finish = (conn: Conn, e: Exchange) => {
+  /** The connection's exchange ends: it is taken off the connection (tell its caller after `release`). */
+  const take = (conn: Conn): Pending | undefined => {
     const ex = conn.current
     conn.current = undefined
     conn.parser = undefined
+    return ex
+  }
+  const tell = (ex: Pending | undefined, e: Exchange) => {
     if (ex !== undefined && !ex.cut) ex.done(e)
   }
 
@@ -305,11 +309,14 @@ export const pool = (origin: Origin): Pool => {
       if (r === undefined) return
       if (r === "done" || r === "done-extra") {
         const p = conn.parser
-        finish(conn, { _tag: "Answer", status: p.status, retryAfter: p.retryAfter })
+        const ex = take(conn)
+        // Back in the pool first, so the call the caller starts next can have this connection.
         release(conn, r === "done" && p.keepAlive)
+        tell(ex, { _tag: "Answer", status: p.status, retryAfter: p.retryAfter })
       } else {
-        finish(conn, { _tag: "Failed", reason: r })
+        const ex = take(conn)
         socket.destroy()
+        tell(ex, { _tag: "Failed", reason: r })
       }
     })
     socket.on("timeout", () => socket.destroy())
@@ -322,14 +329,15 @@ export const pool = (origin: Origin): Pool => {
       const i = idle.indexOf(conn)
       if (i >= 0) idle.splice(i, 1)
       const p = conn.parser
-      if (conn.current !== undefined) {
-        // A body framed by the close ends here; anything else was cut short.
-        if (p !== undefined && p.phase === "close") finish(conn, { _tag: "Answer", status: p.status, retryAfter: p.retryAfter })
-        else finish(conn, { _tag: "Failed", reason: conn.error ?? "connection closed before the answer's end" })
-      }
-      // A slot freed: a waiting exchange gets a new connection.
+      const ex = take(conn)
+      // A slot freed: a waiting exchange gets a new connection (before the caller below may ask for one).
       const next = closed ? undefined : waiting.shift()
       if (next !== undefined) connect(next)
+      if (ex !== undefined) {
+        // A body framed by the close ends here; anything else was cut short.
+        if (p !== undefined && p.phase === "close") tell(ex, { _tag: "Answer", status: p.status, retryAfter: p.retryAfter })
+        else tell(ex, { _tag: "Failed", reason: conn.error ?? "connection closed before the answer's end" })
+      }
     })
     assign(conn, ex)
   }
