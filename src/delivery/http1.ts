@@ -383,16 +383,3 @@ const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/
 export const validName = (name: string): boolean => TOKEN.test(name)
 /** A header value HTTP allows (no control character but tab; latin1: one byte a character on the wire). */
 export const validValue = (value: string): boolean => !INVALID_VALUE.test(value)
-
-/** A request head: `POST path`, then `pairs` (name, value, ...) as given; throws on a name or value HTTP forbids. */
-export const requestHead = (method: string, path: string, pairs: ReadonlyArray<string>): string => {
-  let head = `${method} ${path} HTTP/1.1\r\n`
-  for (let i = 0; i < pairs.length; i += 2) {
-    const name = pairs[i]!
-    const value = pairs[i + 1]!
-    if (!validName(name)) throw new TypeError(`invalid header name ${JSON.stringify(name)}`)
-    if (!validValue(value)) throw new TypeError(`invalid value for header ${name}`)
-    head += `${name}: ${value}\r\n`
-  }
-  return head + "\r\n"
-}
