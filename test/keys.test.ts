@@ -28,6 +28,16 @@ describe("keys", () => {
       })
     )
   })
+
+  it("a counter key's ordinal is read from its bytes as decodeCounterKey reads it", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 0xffff_ffff }), fc.integer({ min: 0, max: 0xff }), (o, field) => {
+        const k = Keys.counterKey(o, field)
+        expect(Keys.counterKeyOrd(k)).toBe(o)
+        expect(Keys.counterKeyOrd(k)).toBe(Keys.decodeCounterKey(k).ord)
+      })
+    )
+  })
 })
 
 const WIDTH_MAX: Record<Width, number> = { 1: 0xff, 2: 0xffff, 4: 0xffff_ffff, 8: Number.MAX_SAFE_INTEGER }

@@ -19,7 +19,7 @@
  * either moves (the safe side: their difference is left unconfirmed).
  */
 import { Duration, Effect } from "effect"
-import { decodeCounterKey } from "../domain/keys.js"
+import { counterKeyOrd } from "../domain/keys.js"
 import type { Batch } from "../domain/ops.js"
 
 /** Slots of the tenants' write generations (8 bytes each). */
@@ -57,7 +57,7 @@ export const makeWriteMarks = (): WriteMarksTracker => {
       if (op.cf !== "counters") continue
       // A range of counters: every tenant may have moved.
       if (op._tag === "deleteRange") everyone = generation
-      else slots[decodeCounterKey(op.key).ord % WRITE_MARK_SLOTS] = generation
+      else slots[counterKeyOrd(op.key) % WRITE_MARK_SLOTS] = generation
     }
   }
   const settled = Effect.suspend(() => {
