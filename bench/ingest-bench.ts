@@ -41,7 +41,7 @@ import { DEFAULT_COMMIT_THREAD } from "../src/store/rocksdb.js"
 import { encodeBatch } from "../src/store/rocksdb-wire.mjs"
 import { makeRocksDbStore } from "../src/store/rocksdb.js"
 import { type LoadResult, rawPost, runLoad } from "./lib/load.js"
-import { cpuOf, memoryOf, tempDir, threadsCpuMs } from "./lib/proc.js"
+import { cpuOf, memoryOf, namedThreadsCpuMs, tempDir } from "./lib/proc.js"
 import { arg, finish, fmt, int, log, machine, main, mib, percentile, quick, table } from "./lib/report.js"
 import { metricValue, startServe } from "./lib/serve-child.js"
 import { startTarget } from "./lib/target-server.js"
@@ -100,9 +100,9 @@ const storeAlone = (thread: "main" | "worker", hooks: number) =>
       const commit: Array<number> = []
       const building: Array<number> = []
       const encoding: Array<number> = []
-      let cpu0 = threadsCpuMs()
+      let cpu0 = namedThreadsCpuMs()
       for (let r = 0; r < STORE_ROUNDS + 5; r++) {
-        if (r === 5) cpu0 = threadsCpuMs()
+        if (r === 5) cpu0 = namedThreadsCpuMs()
         const t0 = performance.now()
         const batch = build()
         const t1 = performance.now()
@@ -118,13 +118,22 @@ const storeAlone = (thread: "main" | "worker", hooks: number) =>
       const perHook = (xs: Array<number>) => (percentile(xs, 50) * 1000) / hooks
       // CPU of the measured rounds by thread (/proc, 10 ms ticks): this thread (build, encode and, on
       // the main path, the write) and every other (the commit worker, RocksDB's threads, V8's helpers).
-      const cpu1 = threadsCpuMs()
+      const cpu1 = namedThreadsCpuMs()
       const mainTid = String(process.pid)
-      let others = 0
-      for (const [tid, ms] of cpu1) if (tid !== mainTid) others += ms - (cpu0.get(tid) ?? 0)
+      // The others by what they are (/proc comm): the commit worker, RocksDB's flushes and compactions, the rest (V8's helpers).
+      const others = { worker: 0, rocksdb: 0, other: 0 }
+      for (const [tid, t] of cpu1) {
+        if (tid === mainTid) continue
+        const ms = t.ms - (cpu0.get(tid)?.ms ?? 0)
+        if (t.name === "WorkerThread") others.worker += ms
+        else if (t.name.startsWith("rocksdb")) others.rocksdb += ms
+        else others.other += ms
+      }
       const measured = STORE_ROUNDS * hooks
-      const cpuMain = (((cpu1.get(mainTid) ?? 0) - (cpu0.get(mainTid) ?? 0)) * 1000) / measured
-      const cpuOthers = (others * 1000) / measured
+      const perMeasured = (ms: number) => (ms * 1000) / measured
+      const cpuMain = perMeasured((cpu1.get(mainTid)?.ms ?? 0) - (cpu0.get(mainTid)?.ms ?? 0))
+      const cpuOthers = perMeasured(others.worker + others.rocksdb + others.other)
+      const cpuBy = { worker: perMeasured(others.worker), rocksdb: perMeasured(others.rocksdb), other: perMeasured(others.other) }
       return {
         thread,
         hooks,
@@ -136,6 +145,7 @@ const storeAlone = (thread: "main" | "worker", hooks: number) =>
         p99: percentile(commit, 99),
         cpuMain,
         cpuOthers,
+        cpuBy,
         // One synced batch at a time (the Writer commits serially): hooks per second at most.
         bound: hooks / (percentile(building, 50) + percentile(encoding, 50) + percentile(commit, 50)) * 1000
       }
@@ -329,7 +339,8 @@ main("ingest-bench", async () => {
   const bareCpu = perReq(b, b.cpu.all)
   const floor = bareCpu + w64.cpuOthers
   console.log(
-    `Floor: bare ${fmt(bareCpu, 1)} µs a request + the store's own threads ${fmt(w64.cpuOthers, 1)} µs a hook (64-hook synced batch, commit worker) ` +
+    `Floor: bare ${fmt(bareCpu, 1)} µs a request + the store's own threads ${fmt(w64.cpuOthers, 1)} µs a hook (64-hook synced batch, commit worker; ` +
+      `by thread: the commit worker ${fmt(w64.cpuBy.worker, 1)}, RocksDB ${fmt(w64.cpuBy.rocksdb, 1)}, V8's helpers and the rest ${fmt(w64.cpuBy.other, 1)}) ` +
       `= ${fmt(floor, 1)} µs, ${fmt(floor / bareCpu, 2)} x bare (the CPU rule allows ${MAX_CPU_RATIO} x: ${fmt(MAX_CPU_RATIO * bareCpu, 1)} µs); ` +
       `with this build's ops and encoding (${fmt(w64.build + w64.encode, 1)} µs) ${fmt((floor + w64.build + w64.encode) / bareCpu, 2)} x.`
   )

@@ -51,12 +51,15 @@ export const mainThreadCpuMs = (): number => {
 }
 
 /** CPU ms of each thread of this process so far, by thread id; empty off Linux. */
-export const threadsCpuMs = (): Map<string, number> => {
-  const out = new Map<string, number>()
+export const threadsCpuMs = (): Map<string, number> => new Map([...namedThreadsCpuMs()].map(([tid, t]) => [tid, t.ms]))
+
+/** Each thread's name (/proc `comm`: "WorkerThread", "rocksdb:low", "V8Worker", ...) and CPU ms so far, by thread id; empty off Linux. */
+export const namedThreadsCpuMs = (): Map<string, { readonly name: string; readonly ms: number }> => {
+  const out = new Map<string, { readonly name: string; readonly ms: number }>()
   if (!existsSync("/proc/self/task")) return out
   for (const tid of readdirSync("/proc/self/task")) {
     try {
-      out.set(tid, statCpuMs(`/proc/self/task/${tid}/stat`))
+      out.set(tid, { name: readFileSync(`/proc/self/task/${tid}/comm`, "utf8").trim(), ms: statCpuMs(`/proc/self/task/${tid}/stat`) })
     } catch {
       // the thread ended between the listing and the read
     }
