@@ -20,7 +20,7 @@ import * as Fixture from "../src/queue/format/fixture.js"
 import { checkStore, formatReport } from "../src/queue/format/check.js"
 import * as Migrate from "../src/queue/format/migrate.js"
 import { makeRocksDbStore } from "../src/store/rocksdb.js"
-import { memoryOf, tempDir, threadsCpuMs } from "./lib/proc.js"
+import { memoryOf, namedThreadsCpuMs, tempDir } from "./lib/proc.js"
 import { arg, finish, fmt, int, log, machine, mib, quick, table } from "./lib/report.js"
 
 const ROWS = arg("rows", quick ? 100_000 : 1_000_000)
@@ -35,15 +35,23 @@ const COMMIT_THREAD = process.argv.includes("--main") ? "main" : "worker"
 /** RSS sampling period during the migration. */
 const SAMPLE_MS = 50
 
-/** CPU ms spent between two `threadsCpuMs` readings: the main thread, threads born after `before`, the rest. */
-const cpuSplit = (before: Map<string, number>, at: Map<string, number>, after: Map<string, number>) => {
-  const split = { main: 0, store: 0, other: 0 }
-  for (const [tid, ms] of after) {
-    const d = ms - (at.get(tid) ?? 0)
+type Threads = ReturnType<typeof namedThreadsCpuMs>
+
+/**
+ * CPU ms spent between two readings: the main thread, the store's threads (RocksDB's by their
+ * `rocksdb:*` names, whenever they were born: its thread pool is the process's, started by the
+ * build's store; the commit worker, born after `before`), the rest (V8's helpers).
+ */
+const cpuSplit = (before: Threads, at: Threads, after: Threads) => {
+  const split = { main: 0, store: 0, worker: 0, rocksdb: 0, other: 0 }
+  for (const [tid, t] of after) {
+    const d = t.ms - (at.get(tid)?.ms ?? 0)
     if (tid === String(process.pid)) split.main += d
-    else if (before.has(tid)) split.other += d
-    else split.store += d
+    else if (t.name.startsWith("rocksdb")) split.rocksdb += d
+    else if (!before.has(tid)) split.worker += d
+    else split.other += d
   }
+  split.store = split.worker + split.rocksdb
   return split
 }
 
@@ -83,9 +91,9 @@ const main = Effect.gen(function* () {
     const sampler = setInterval(() => (peak = Math.max(peak, memoryOf("self").rss)), SAMPLE_MS)
     const result = yield* Effect.scoped(
       Effect.gen(function* () {
-        const beforeOpen = threadsCpuMs()
+        const beforeOpen = namedThreadsCpuMs()
         const store = yield* makeRocksDbStore(dir.path, { commitThread: COMMIT_THREAD })
-        const atStart = threadsCpuMs()
+        const atStart = namedThreadsCpuMs()
         const start = performance.now()
         const cpu0 = process.cpuUsage()
         const report = yield* Migrate.runPending(store, {
@@ -94,7 +102,7 @@ const main = Effect.gen(function* () {
         })
         const ms = performance.now() - start
         const cpu = process.cpuUsage(cpu0)
-        const threads = cpuSplit(beforeOpen, atStart, threadsCpuMs())
+        const threads = cpuSplit(beforeOpen, atStart, namedThreadsCpuMs())
         clearInterval(sampler)
         const check = yield* checkStore(store)
         return { report, ms, cpuMs: (cpu.user + cpu.system) / 1000, threads, check }
@@ -107,14 +115,14 @@ const main = Effect.gen(function* () {
     const perRow = (ms: number) => `${fmt((ms * 1000) / Math.max(1, moved), 1)} µs`
     const t = result.threads
     table(
-      ["rows", "steps", "commits on", "wall ms", "CPU ms", "rows/s", "CPU/row: event loop", "store threads", "other threads", "peak RSS (migration)", "peak RSS (process)"],
-      [[int(moved), int(run?.steps ?? 0), COMMIT_THREAD, int(result.ms), int(result.cpuMs), int(rate), perRow(t.main), perRow(t.store), perRow(t.other), mib(peak), mib(memoryOf("self").peak)]]
+      ["rows", "steps", "commits on", "wall ms", "CPU ms", "rows/s", "CPU/row: event loop", "store threads (commit worker, RocksDB)", "other threads", "peak RSS (migration)", "peak RSS (process)"],
+      [[int(moved), int(run?.steps ?? 0), COMMIT_THREAD, int(result.ms), int(result.cpuMs), int(rate), perRow(t.main), `${perRow(t.store)} (${perRow(t.worker)}, ${perRow(t.rocksdb)})`, perRow(t.other), mib(peak), mib(memoryOf("self").peak)]]
     )
     if (!result.check.ok) console.log(formatReport(result.check))
     const pass = result.report.format === 3 && moved === built.rows && result.check.ok && rate >= TARGET
     return {
       pass,
-      detail: `${int(moved)} rows migrated 2 -> 3 at ${int(rate)} rows/s (target ${int(TARGET)}; ${int(STEP)} rows/step; ${int((result.cpuMs * 1e6) / Math.max(1, moved))} ns CPU per row: event loop ${perRow(t.main)}, store threads ${perRow(t.store)}, other ${perRow(t.other)}), peak RSS ${mib(peak)}, check ${result.check.ok ? "clean" : "FAILED"}`
+      detail: `${int(moved)} rows migrated 2 -> 3 at ${int(rate)} rows/s (target ${int(TARGET)}; ${int(STEP)} rows/step; ${int((result.cpuMs * 1e6) / Math.max(1, moved))} ns CPU per row: event loop ${perRow(t.main)}, store threads ${perRow(t.store)} (commit worker ${perRow(t.worker)}, RocksDB ${perRow(t.rocksdb)}), other ${perRow(t.other)}), peak RSS ${mib(peak)}, check ${result.check.ok ? "clean" : "FAILED"}`
     }
   } finally {
     dir.remove()
