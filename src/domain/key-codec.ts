@@ -4,7 +4,7 @@
  * Only keys.ts builds codecs: it names each family's constructors, and TEN-1 §3, §9 restrict
  * who may call some of them (test/source-rules.test.ts).
  */
-import { asBuffer, corrupt, readU64, writeU64, zeroed } from "./bytes.js"
+import { asBuffer, corrupt, readU16, readU32, readU64, writeU64, zeroed } from "./bytes.js"
 import type { Family } from "./families.js"
 import type { FixedLayout, Width } from "./layouts.js"
 
@@ -13,7 +13,12 @@ export interface FixedCodec<V extends ReadonlyArray<number>, D extends object> {
   readonly decode: (key: Uint8Array) => D
   /** The key of the leading fields only: a scan bound, below every key that starts with them. */
   readonly lead: (...values: ReadonlyArray<number>) => Uint8Array
+  /** The first field of a key of this codec, read in place: no object, no length or prefix check (for hot paths over keys already known to be this family's). */
+  readonly first: (key: Uint8Array) => number
 }
+
+const get = (k: Uint8Array, w: Width, off: number): number =>
+  w === 8 ? readU64(k, off) : w === 4 ? readU32(k, off) : w === 2 ? readU16(k, off) : k[off]!
 
 const put = (b: Buffer, w: Width, n: number, off: number): void => {
   if (w === 8) writeU64(b, n, off)
@@ -63,7 +68,8 @@ export const fixedCodec = <V extends ReadonlyArray<number>, D extends object>(
     decode: (k) => {
       if (k.length !== size || (prefix !== undefined && k[0] !== prefix)) corrupt(`${family.name} key`, k)
       return read(k, head)
-    }
+    },
+    first: (k) => get(k, widths[0]!, head)
   }
 }
 

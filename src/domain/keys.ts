@@ -137,8 +137,8 @@ export const decodeTenantLimitsKey = (k: Uint8Array): number => tenantLimits.dec
 const counter = fixedCodec(F.counters, L.ordField)
 export const counterKey = (ord: number, field: number): Uint8Array => counter.encode(ord, field)
 export const decodeCounterKey = (k: Uint8Array): { readonly ord: number; readonly field: number } => counter.decode(k)
-/** The ordinal of a counter key (its first four bytes, big-endian), without decoding the key into an object. */
-export const counterKeyOrd = (k: Uint8Array): number => ((k[0]! << 24) | (k[1]! << 16) | (k[2]! << 8) | k[3]!) >>> 0
+/** The ordinal of a counter key, read in place (no decoded object: the store's write marks read one per merge). */
+export const counterKeyOrd = (k: Uint8Array): number => counter.first(k)
 
 // Format 2 only (survive inside the migration): ?d <<?d, at, seq, sink>>, ?f <<?f, seq, sink>>
 const dueV2 = fixedCodec(F.due_v2, L.atSeqSink)
