@@ -284,6 +284,20 @@ describe("sink HTTP/1.1 client", () => {
     })
   })
 
+  it("closing the pool ends every call: the waiting ones and the ones on a connection", async () => {
+    await withRaw(() => undefined, false, async (server, pool) => {
+      const ends = Array.from({ length: 3 }, () => send(pool))
+      for (let i = 0; i < 100 && server.requests() === 0; i++) await new Promise((r) => setTimeout(r, 10))
+      pool.close()
+      const out = await Promise.all(ends)
+      expect(out.map((e) => e._tag)).toEqual(["Failed", "Failed", "Failed"])
+      // One was on the only connection; the two waiting for it end as calls sent after a close.
+      expect(out.filter((e) => e._tag === "Failed" && e.reason === "client closed")).toHaveLength(2)
+      expect(server.connections()).toBe(1)
+      expect(await send(pool)).toEqual({ _tag: "Failed", reason: "client closed" })
+    }, { maxSockets: 1 })
+  })
+
   it("header names must be tokens and values free of control characters but tab", () => {
     for (const bad of ["bad name", "", "x:y", "caf\u00e9"]) expect(Http1.validName(bad), bad).toBe(false)
     expect(Http1.validName("X-Signature_2")).toBe(true)

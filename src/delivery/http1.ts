@@ -369,7 +369,10 @@ export const pool = (origin: Origin): Pool => {
     open: () => all.size,
     close: () => {
       closed = true
-      waiting.length = 0
+      // Every call still hears of its end: the waiting ones here (on the next turn, as a call sent
+      // after the close), the ones on a connection from its 'close'.
+      const left = waiting.splice(0)
+      if (left.length > 0) process.nextTick(() => left.forEach((ex) => tell(ex, { _tag: "Failed", reason: "client closed" })))
       for (const conn of all) conn.socket.destroy()
     }
   }
