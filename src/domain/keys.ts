@@ -81,7 +81,11 @@ export const archiveKey = (seq: number): Uint8Array => archive.encode(seq)
 export const decodeArchiveKey = (k: Uint8Array): number => archive.decode(k).seq
 
 // active tenants ?A <<?A, bucket::64, ord::32>>, bucket = floor(at / 1000)
-export const bucketOf = (at: number): number => Math.floor(at / 1000)
+/** Marker buckets are this many ms wide. */
+export const BUCKET_MS = 1000
+export const bucketOf = (at: number): number => Math.floor(at / BUCKET_MS)
+/** The first ms of `bucket` (its rows have at in [bucketStart(b), bucketStart(b + 1))). */
+export const bucketStart = (bucket: number): number => bucket * BUCKET_MS
 const active = fixedCodec(F.active, L.bucketOrd)
 export const activeKey = (bucket: number, ord: number): Uint8Array => active.encode(bucket, ord)
 export const decodeActiveKey = (k: Uint8Array): { readonly bucket: number; readonly ord: number } => active.decode(k)

@@ -111,7 +111,7 @@ export const oldestDueAge = (store: StoreShape) => {
       const markers = yield* store.scan("index", K.familyDataRange(K.Families.active), { limit: OLDEST_AGE_MAX_STALE + 1 })
       for (let i = 0; i < markers.length; i++) {
         const m = K.decodeActiveKey(markers[i]!.key)
-        const start = m.bucket * 1000
+        const start = K.bucketStart(m.bucket)
         if (start > now) return 0
         if (i === OLDEST_AGE_MAX_STALE) return now - start
         const f = yield* first(m.ord)

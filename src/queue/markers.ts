@@ -74,7 +74,7 @@ export const cleanupMarkersOf = (store: StoreShape) => {
           // Only the deleted buckets matter here, so the read starts at the lowest of them (`gone` is
           // sorted): a row below it is in a bucket whose marker stays, and the seek does not step over
           // the tombstones of the rows claimed before it.
-          const again = yield* firstOf(ord, gone[0]! * 1000)
+          const again = yield* firstOf(ord, K.bucketStart(gone[0]!))
           if (again !== undefined) {
             const firstBucket = K.bucketOf(again.ref.at)
             if (gone.includes(firstBucket)) restored.push(firstBucket)
@@ -83,7 +83,7 @@ export const cleanupMarkersOf = (store: StoreShape) => {
             // earliest. Only then is first' below a deleted bucket, so the common path costs nothing.
             for (const b of gone) {
               if (b <= firstBucket) continue
-              const row = yield* store.first("index", Deliveries.dueRange(ord, b * 1000, b * 1000 + 999))
+              const row = yield* store.first("index", Deliveries.dueRange(ord, K.bucketStart(b), K.bucketStart(b + 1) - 1))
               if (row !== undefined) restored.push(b)
             }
           }
