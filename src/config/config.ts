@@ -104,6 +104,20 @@ export const load = (options: LoadOptions = {}): Effect.Effect<Cfg.Config, Confi
     return yield* read(provider, provenance, label)
   })
 
+/**
+ * Every issue of the file's own document, decoded with all errors (the providers' read stops at
+ * the first): what a refused reload reports beside the load's own message. Empty without a file.
+ */
+export const fileIssues = (options: LoadOptions = {}): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.gen(function* () {
+    const file = options.file ?? (options.env ?? process.env)[ENV_CONFIG]
+    if (file === undefined || file === "") return []
+    const doc = yield* readFile(file)
+    const decoded = Cfg.decode(doc)
+    if (Result.isSuccess(decoded)) return []
+    return problems(decoded.failure.issue).map((p) => formatProblem(p, `file ${file}`, undefined))
+  }).pipe(Effect.catch((e: ConfigError) => Effect.succeed([e.message])))
+
 export const layer = (options: LoadOptions = {}): Layer.Layer<Configuration, ConfigError> =>
   Layer.effect(Configuration, load(options))
 

@@ -132,7 +132,7 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
         // A sink removed from the configuration: keep the row in the DLQ, where replay can find it.
         const row = yield* rowOf(c)
         const now = yield* Clock.currentTimeMillis
-        yield* Effect.logWarning("pipeline: no sink of that name is configured; row dead-lettered", { tenant: tenantOf(env), hookId: env.id, sink: name })
+        yield* Effect.logWarning("pipeline: row dead-lettered", { tenant: tenantOf(env), hookId: env.id, sink: name, reason: "sink removed: no sink of that name is configured" })
         return yield* settle({
           result: { _tag: "DeadLetter", ref: c.ref, row: { ...row, lastAt: now }, at: now, hook: { sourceId: env.sourceId, id: env.id } },
           sink: name,

@@ -6,7 +6,7 @@
  */
 
 /** Admin actions that leave a row (product.md "Admin"). */
-export type AuditAction = "replay" | "purge" | "quarantine.delete" | "config.read" | "limits.set"
+export type AuditAction = "replay" | "purge" | "quarantine.delete" | "config.read" | "config.reload" | "limits.set"
 
 export interface AuditEntry {
   /** The admin token's name. */

@@ -258,6 +258,11 @@ const Pipeline = Schema.Struct({
   graceMs: withDefault(int(0, 600_000), () => 10_000)
 })
 
+const Reload = Schema.Struct({
+  /** Reload when the file's identity or mtime changes (polled once a second; docs/configuration.md "Reloading"). */
+  watch: withDefault(Schema.Boolean, () => false)
+})
+
 // ---------------------------------------------------------------------------
 // The whole file
 
@@ -278,7 +283,8 @@ const Fields = Schema.Struct({
   dlq: withDefault(Dlq, () => Schema.decodeSync(Dlq)({})),
   admin: withDefault(Admin, () => Schema.decodeSync(Admin)({})),
   writer: withDefault(Writer, () => Schema.decodeSync(Writer)({})),
-  pipeline: withDefault(Pipeline, () => Schema.decodeSync(Pipeline)({}))
+  pipeline: withDefault(Pipeline, () => Schema.decodeSync(Pipeline)({})),
+  config: withDefault(Reload, () => Schema.decodeSync(Reload)({}))
 })
 
 const duplicates = <A>(

@@ -8,6 +8,7 @@
 import { Effect, Schema } from "effect"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import type * as AuditLog from "../domain/audit.js"
+import { currentOf, type Generation, LiveConfig } from "../config/live.js"
 import { type Config, redact } from "../domain/config.js"
 import * as HookId from "../domain/hook-id.js"
 import type * as K from "../domain/keys.js"
@@ -26,7 +27,7 @@ import {
   REPLAY_BODY_MAX_BYTES,
   ReplayBody
 } from "./api.js"
-import { type AdminError, issueMessage, toApi } from "./api-errors.js"
+import { type AdminError, ConfigInvalidError, issueMessage, toApi } from "./api-errors.js"
 import { requireGlobal, requireTenant, tenantsFor } from "./auth.js"
 import { readJson } from "./body.js"
 import { BadRequest } from "./errors.js"
@@ -55,10 +56,20 @@ const replayBody = Effect.flatMap(readJson(REPLAY_BODY_MAX_BYTES, "expected a JS
   )
 )
 
-export const layer = (config: Config) => {
-  const sourceRoutes = new Map(config.sources.map((s) => [s.id, s.routes]))
+export const layer = (boot: Config) => {
+  // The generation in force at each request (a reload changes sources and admin.* live).
+  let current: (() => Generation) | undefined
+  const settings = Effect.map(currentOf(boot), (get) => {
+    current ??= get
+    return get().config
+  })
+  let routesOf: { readonly of: Config; readonly map: ReadonlyMap<string, ReadonlyArray<string>> } | undefined
+  const sourceRoutesOf = (config: Config) => {
+    if (routesOf === undefined || routesOf.of !== config) routesOf = { of: config, map: new Map(config.sources.map((s) => [s.id, s.routes])) }
+    return routesOf.map
+  }
 
-  const dlqItem = (item: DeadItem, tenant: string | null, row: DeliveryRow | undefined) => ({
+  const dlqItem = (sourceRoutes: ReadonlyMap<string, ReadonlyArray<string>>, item: DeadItem, tenant: string | null, row: DeliveryRow | undefined) => ({
     id: item.id,
     tenant,
     source: item.sourceId,
@@ -75,6 +86,7 @@ export const layer = (config: Config) => {
   // GET /v1/dlq: newest first; one reverse `?X` range per tenant when filtered, the global `?x` otherwise.
   const dlq = (query: { readonly tenant?: ReadonlyArray<string>; readonly limit?: number; readonly cursor?: K.DeadRef | undefined }) =>
     Effect.gen(function* () {
+      const config = yield* settings
       const limit = query.limit ?? config.admin.dlqPageDefault
       if (limit > config.admin.dlqPageMax) {
         return yield* new BadRequest({ code: "bad_query", message: `limit: expected an integer from 1 to ${config.admin.dlqPageMax}` })
@@ -99,13 +111,14 @@ export const layer = (config: Config) => {
       }
       const rows = yield* queue.deliveryRows(page.items)
       return {
-        items: page.items.map((item, i) => dlqItem(item, names.get(item.ord) ?? null, rows[i])),
+        items: page.items.map((item, i) => dlqItem(sourceRoutesOf(config), item, names.get(item.ord) ?? null, rows[i])),
         next_cursor: page.cursor === undefined ? null : encodeDeadCursor(page.cursor)
       }
     })
 
   // POST /v1/dlq/replay
   const replay = Effect.gen(function* () {
+    const config = yield* settings
     const p = yield* Admin
     const body = yield* replayBody
     const requested = body.tenant === undefined ? [] : typeof body.tenant === "string" ? [body.tenant] : body.tenant
@@ -164,6 +177,7 @@ export const layer = (config: Config) => {
   // DELETE /v1/tenants/:tenant/queue?kinds=pending,dead
   const purge = (name: string, kinds: ReadonlyArray<"pending" | "dead">) =>
     Effect.gen(function* () {
+      const config = yield* settings
       const p = yield* Admin
       yield* requireTenant(p, name)
       const ord = yield* ordOf(name)
@@ -221,10 +235,32 @@ export const layer = (config: Config) => {
 
   // GET /v1/config: global tokens only (it names every source's tenant).
   const configRead = Effect.gen(function* () {
+    yield* settings
     const p = yield* Admin
     yield* requireGlobal(p)
     yield* audited({ actor: p.name, tenants: null, action: "config.read", params: {} }, Effect.void)
-    return redact(config) as Readonly<Record<string, unknown>>
+    const g = current!()
+    return { ...(redact(g.config) as Record<string, unknown>), generation: g.generation, loadedAt: new Date(g.loadedAt).toISOString() } as Readonly<Record<string, unknown>>
+  })
+
+  // POST /v1/config/reload: global tokens only; audited whatever the outcome.
+  const configReload = Effect.gen(function* () {
+    const p = yield* Admin
+    yield* requireGlobal(p)
+    const live = yield* Effect.serviceOption(LiveConfig)
+    if (live._tag === "None") return yield* Effect.fail(new ConfigInvalidError({ error: "config_invalid", message: "this node has no configuration file to reload", issues: [] }))
+    return yield* audited(
+      { actor: p.name, tenants: null, action: "config.reload", params: {} },
+      live.value.reload("api").pipe(
+        Effect.map((r) => ({
+          generation: r.generation,
+          loadedAt: new Date(r.loadedAt).toISOString(),
+          applied: r.applied,
+          needsRestart: r.needsRestart.map((key) => ({ key, message: `${key} needs a restart` }))
+        })),
+        Effect.mapError((e) => new ConfigInvalidError({ error: "config_invalid", message: e.issues.join("; "), issues: e.issues }))
+      )
+    )
   })
 
   return HttpApiBuilder.group(Api, "admin", (handlers) =>
@@ -238,5 +274,6 @@ export const layer = (config: Config) => {
       .handle("quarantineDelete", ({ query }) => answer(quarantineDelete(query.tenant)))
       .handle("audit", ({ query }) => answer(auditList(query)))
       .handle("config", () => answer(configRead))
+      .handle("configReload", () => Effect.mapError(configReload, (e) => (e instanceof ConfigInvalidError ? e : toApi(e))))
   )
 }

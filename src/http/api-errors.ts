@@ -22,6 +22,12 @@ export class BadRequestError extends Schema.Error<BadRequestError>("BadRequest")
   { httpApiStatus: 400, description: "A malformed query, path or body" }
 ) {}
 
+/** 400 of `POST /v1/config/reload`: every issue of the file, as at boot; nothing changed. */
+export class ConfigInvalidError extends Schema.Error<ConfigInvalidError>("ConfigInvalid")(
+  { error: Schema.Literal("config_invalid"), message: Schema.String, issues: Schema.Array(Schema.String) },
+  { httpApiStatus: 400, description: "The configuration read again is invalid; the running one stays" }
+) {}
+
 export class UnauthorizedError extends Schema.Error<UnauthorizedError>("Unauthorized")({
   error: Schema.Literal("unauthorized"),
   message: Schema.String

@@ -20,6 +20,7 @@ import * as Prometheus from "../observability/prometheus.js"
 import { DEAD_MAX_LIMIT } from "../queue/queue.js"
 import {
   BadRequestError,
+  ConfigInvalidError,
   ForbiddenError,
   TooLargeError,
   Unauthorized401,
@@ -219,9 +220,18 @@ const AuditItem = Schema.Struct({
   at: Schema.String,
   actor: Schema.String,
   tenants: Schema.NullOr(Schema.Array(Schema.String)),
-  action: Schema.Literals(["replay", "purge", "quarantine.delete", "config.read", "limits.set"]),
+  action: Schema.Literals(["replay", "purge", "quarantine.delete", "config.read", "config.reload", "limits.set"]),
   params: Schema.Record(Schema.String, Schema.Unknown)
 }).annotate({ identifier: "AuditItem" })
+
+const ReloadAnswer = Schema.Struct({
+  generation: Count,
+  loadedAt: Schema.String,
+  /** Live keys whose value changed and now applies. */
+  applied: Schema.Array(Schema.String),
+  /** Keys changed in the file that keep their running value until a restart. */
+  needsRestart: Schema.Array(Schema.Struct({ key: Schema.String, message: Schema.String }))
+}).annotate({ identifier: "ReloadAnswer" })
 
 /** 503 of `/readyz`: not the `{error}` shape, the phase the node is in. */
 export class NotReadyYet extends Schema.Error<NotReadyYet>("NotReadyYet")(
@@ -300,7 +310,11 @@ export class AdminApi extends HttpApiGroup.make("admin")
         description: "The effective configuration (docs/configuration.md), secrets and tokens `[redacted]`"
       }),
       error: ForbiddenError
-    }).annotate(OpenApi.Summary, "The effective configuration; global tokens only")
+    }).annotate(OpenApi.Summary, "The effective configuration, its generation and loadedAt; global tokens only"),
+    HttpApiEndpoint.post("configReload", "/v1/config/reload", {
+      success: ReloadAnswer,
+      error: [ForbiddenError, ConfigInvalidError]
+    }).annotate(OpenApi.Summary, "Read the configuration again and apply what can change live; global tokens only")
   )
   // Added last, so they run outside the endpoints' own: the token first, then the gate.
   .middleware(Services)

@@ -6,7 +6,8 @@
  */
 import { Effect, Layer, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
-import type { AdminToken } from "../domain/config.js"
+import { currentOf, type Generation } from "../config/live.js"
+import type { AdminToken, Config } from "../domain/config.js"
 import { Admin, AdminAuth, type Principal } from "./api.js"
 import { toApi } from "./api-errors.js"
 import { Forbidden, Unauthorized } from "./errors.js"
@@ -32,17 +33,28 @@ export const tokenTable = (tokens: ReadonlyArray<AdminToken>): TokenTable => {
   }
 }
 
-/** The `AdminAuth` middleware: the bearer token names the `Admin` of the request, or it is refused 401. */
-export const layer = (tokens: ReadonlyArray<AdminToken>): Layer.Layer<AdminAuth> => {
-  const table = tokenTable(tokens)
-  return Layer.succeed(AdminAuth)({
-    bearer: (httpEffect, { credential }) => {
-      const token = Redacted.value(credential).trim()
-      const p = token === "" ? undefined : table.find(token)
-      return p === undefined ? Effect.fail(toApi(new Unauthorized())) : Effect.provideService(httpEffect, Admin, p)
-    }
-  })
-}
+/**
+ * The `AdminAuth` middleware: the bearer token names the `Admin` of the request, or it is refused 401.
+ * The tokens are the generation in force at the request (a reload adds or revokes them for the next one).
+ */
+export const layer = (config: Config): Layer.Layer<AdminAuth> =>
+  Layer.effect(
+    AdminAuth,
+    Effect.map(currentOf(config), (current) => {
+      let built: { readonly of: Generation; readonly table: TokenTable } | undefined
+      const tableOf = (g: Generation) => {
+        if (built === undefined || built.of !== g) built = { of: g, table: tokenTable(g.config.adminTokens) }
+        return built.table
+      }
+      return {
+        bearer: (httpEffect, { credential }) => {
+          const token = Redacted.value(credential).trim()
+          const p = token === "" ? undefined : tableOf(current()).find(token)
+          return p === undefined ? Effect.fail(toApi(new Unauthorized())) : Effect.provideService(httpEffect, Admin, p)
+        }
+      }
+    })
+  )
 
 export const isGlobal = (p: Principal): boolean => p.tenants === null
 

@@ -12,6 +12,7 @@
  */
 import { Cause, Context, Effect, Exit } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
+import { currentOf, type Generation } from "../config/live.js"
 import type { Config, Source } from "../domain/config.js"
 import * as Dedupe from "../domain/dedupe.js"
 import * as Signature from "../domain/signature.js"
@@ -88,6 +89,17 @@ export const sourceOf = (method: string | undefined, url: string | undefined): s
   }
 }
 
+/** A source with its verification key decoded once. */
+type LiveSource = Source & { readonly key: Uint8Array | undefined }
+
+const viewOf = (g: Generation) => ({
+  of: g,
+  sources: new Map<string, LiveSource>(
+    g.config.sources.map((s) => [s.id, { ...s, key: s.verification === "none" ? undefined : Signature.parseSecret(s.verification.secret) }])
+  ),
+  maxBodyBytes: g.config.ingest.maxBodyBytes
+})
+
 export type Listener = (req: IncomingMessage, res: ServerResponse, source: string) => void
 
 /** The ingest listener: it runs outside any fiber and answers through `res` itself. */
@@ -98,11 +110,9 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
     const runFork = Effect.runForkWith(context)
     const runCallback = Effect.runCallbackWith(context)
     const record = yield* Metrics.recorder
-    const sources = new Map(config.sources.map((s) => [s.id, s]))
-    const keys = new Map(
-      config.sources.flatMap((s) => (s.verification === "none" ? [] : [[s.id, Signature.parseSecret(s.verification.secret)!] as const]))
-    )
-    const { maxBodyBytes } = config.ingest
+    // The sources of the generation in force, worked out once per generation (a reload swaps them).
+    const current = yield* currentOf(config)
+    let view = viewOf(current())
     const archive = config.archive.enabled
 
     const send = (res: ServerResponse, started: number, outcome: Outcome, status: number, body: unknown, headers?: Headers) => {
@@ -133,7 +143,7 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
       send(res, started, "unavailable", 500, { error: "internal" })
     }
 
-    const accept = (req: IncomingMessage, res: ServerResponse, started: number, source: Source, services: Context.Context<ApiServices>, body: Uint8Array) => {
+    const accept = (req: IncomingMessage, res: ServerResponse, started: number, source: LiveSource, services: Context.Context<ApiServices>, body: Uint8Array) => {
       const headers = req.headers as Headers
       const tenant = tenantOf(source, headers)
       if (typeof tenant !== "string") return refuse(res, started, tenant)
@@ -142,7 +152,7 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
         const v = Signature.verify({
           header: (name) => headers[name],
           body,
-          keys: [keys.get(source.id)!],
+          keys: [source.key!],
           now: Date.now(),
           toleranceSeconds: source.verification.toleranceSeconds
         })
@@ -182,8 +192,11 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
     return (req, res, sourceId) => {
       const started = performance.now()
       try {
-        const source = sources.get(sourceId)
+        const g = current()
+        if (view.of !== g) view = viewOf(g)
+        const source = view.sources.get(sourceId)
         if (source === undefined) return refuse(res, started, new UnknownSource({ source: sourceId }))
+        const { maxBodyBytes } = view
         const services = gate.unsafeServices()
         if (services instanceof NotReady) return refuse(res, started, services)
         readIncoming(req, maxBodyBytes, (body) => {

@@ -21,7 +21,7 @@ export const layer = (config: Config) =>
   Layer.mergeAll(
     HttpApiBuilder.layer(Api, { openapiPath: OPENAPI_PATH }).pipe(
       Layer.provide([Admin.layer(config), ConsoleApi.layer(config), Limits.layer, Ops.layer, StoreCheck.layer]),
-      Layer.provide([Auth.layer(config.adminTokens), Middleware.layerServices, Middleware.layerRequestErrors]),
+      Layer.provide([Auth.layer(config), Middleware.layerServices, Middleware.layerRequestErrors]),
       // The builder asks for the platform's file and ETag services; no endpoint serves a file.
       Layer.provide(NodeHttpServer.layerHttpServices)
     ),

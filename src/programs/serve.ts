@@ -24,6 +24,7 @@ import { familiesOf } from "../domain/keys.js"
 import * as Archive from "../lifecycle/archive.js"
 import * as Audit from "../lifecycle/audit.js"
 import * as ConfigLoader from "../config/config.js"
+import * as Live from "../config/live.js"
 import { checkDataDir } from "../config/data-dir.js"
 import * as DedupeSweep from "../lifecycle/dedupe-sweep.js"
 import * as DlqCeiling from "../lifecycle/dlq-ceiling.js"
@@ -193,10 +194,12 @@ const open = (config: Config, dataDir: string, storeDir: string) =>
  * started, so no `stopped` line), then boot in the order above, serve until
  * interrupted, shut down in reverse.
  */
-export const serve = (config: Config) => {
+export const serve = (config: Config, options: ConfigLoader.LoadOptions = {}) => {
   const dataDir = path.resolve(config.dataDir)
   const storeDir = storeDirOf(dataDir)
-  const launched = store(storeDir).pipe(
+  // First: SIGHUP reloads from here on (docs/configuration.md "Reloading"), never ends the process.
+  const launched = Live.layer(config, options).pipe(
+    andThen(store(storeDir)),
     andThen(http(config, dataDir)),
     andThen(migrations(config)),
     andThen(recovery),
@@ -211,12 +214,13 @@ export const serve = (config: Config) => {
 /** Load the configuration (refusing a bad one with the key named), then serve with its logger. */
 export const run = (options: ServeOptions) =>
   Effect.gen(function* () {
-    const config = yield* ConfigLoader.load({
+    const load: ConfigLoader.LoadOptions = {
       file: options.config,
       dataDir: options.dataDir,
       port: options.port,
       logLevel: options.logLevel,
       ...(options.env === undefined ? {} : { env: options.env })
-    })
-    return yield* serve(config).pipe(Effect.provide(Logger.layer(config.log.level)))
+    }
+    const config = yield* ConfigLoader.load(load)
+    return yield* serve(config, load).pipe(Effect.provide(Logger.layer(config.log.level)))
   })
