@@ -90,6 +90,7 @@ export interface History {
   readonly interval_ms: number
   readonly max_samples: number
   readonly samples: ReadonlyArray<Sample>
+  readonly config: { readonly generation: number; readonly loaded_at: string; readonly trigger: "boot" | "signal" | "api" | "watch" }
 }
 
 export interface SinkStats {

@@ -6,6 +6,7 @@
  */
 import { Effect, Layer } from "effect"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import { currentOf } from "../config/live.js"
 import type { Config } from "../domain/config.js"
 import { type Envelope, tenantOf } from "../domain/envelope.js"
 import * as HookId from "../domain/hook-id.js"
@@ -114,7 +115,8 @@ export const layer = (config: Config) =>
   HttpApiBuilder.group(Api, "console", (handlers) =>
     Effect.gen(function* () {
       const history = yield* History.History
-      const sinks = config.sinks.map((s) => s.name)
+      // The sinks and generation in force at each read (a reload changes them).
+      const current = yield* currentOf(config)
       const started = Date.now() - process.uptime() * 1000
       return handlers
         .handle("whoami", () => Effect.gen(function* () {
@@ -128,7 +130,13 @@ export const layer = (config: Config) =>
             Effect.gen(function* () {
               yield* requireGlobal(yield* Admin)
               const samples = yield* history.samples
-              return { interval_ms: history.intervalMs, max_samples: history.capacity, samples: samples.map(sampleOut) }
+              const g = current()
+              return {
+                interval_ms: history.intervalMs,
+                max_samples: history.capacity,
+                samples: samples.map(sampleOut),
+                config: { generation: g.generation, loaded_at: iso(g.loadedAt), trigger: g.trigger }
+              }
             })
           )
         )
@@ -136,7 +144,7 @@ export const layer = (config: Config) =>
           answer(
             Effect.gen(function* () {
               yield* requireGlobal(yield* Admin)
-              const items = yield* sinkStats(sinks)
+              const items = yield* sinkStats(current().config.sinks.map((s) => s.name))
               return {
                 since: iso(started),
                 items: items.map((s) => ({

@@ -62,7 +62,9 @@ const HistorySample = Schema.Struct({
 export const HistoryAnswer = Schema.Struct({
   interval_ms: Count,
   max_samples: Count,
-  samples: Schema.Array(HistorySample)
+  samples: Schema.Array(HistorySample),
+  /** The configuration generation in force, when it was loaded and by what (docs/configuration.md "Reloading"). */
+  config: Schema.Struct({ generation: Count, loaded_at: Schema.String, trigger: Schema.Literals(["boot", "signal", "api", "watch"]) })
 }).annotate({ identifier: "History" })
 
 export const SinksAnswer = Schema.Struct({

@@ -37,7 +37,7 @@ const NodeOverview = () => {
     if (interval !== undefined) setEvery(Math.min(15_000, Math.max(2_000, interval)))
   }, [interval])
   if (history.data === undefined) return history.error !== undefined ? <Problem error={history.error} /> : <Loading />
-  const { samples, interval_ms, max_samples } = history.data
+  const { samples, interval_ms, max_samples, config } = history.data
   const last = samples[samples.length - 1]
   const times = samples.map((s) => Date.parse(s.at) / 1000)
   const col = (f: (s: Sample) => number) => samples.map(f)
@@ -55,6 +55,10 @@ const NodeOverview = () => {
             : `As of ${F.time(last.at)}; a sample every ${F.duration(interval_ms / 1000)}, at most ${F.count(max_samples)} (one hour) kept in the node's memory.`}
         </p>
       </section>
+      <p class="muted" data-testid="config-generation">
+        Configuration generation {F.count(config.generation)}, loaded {F.time(config.loaded_at)}{" "}
+        {config.trigger === "boot" ? "at boot" : config.trigger === "signal" ? "by SIGHUP" : config.trigger === "api" ? "by POST /v1/config/reload" : "by the file watch"}.
+      </p>
       <section aria-labelledby="charts-title" class="charts">
         <h2 id="charts-title">The last hour</h2>
         <Chart
