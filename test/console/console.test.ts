@@ -209,6 +209,8 @@ describe.skipIf(unavailable !== undefined)("console", { timeout: 90_000 }, () =>
     expect(history.samples.reduce((a, s) => a + s.ingested, 0)).toBe(w.accepted)
     expect(history.samples.some((s) => s.ingest_per_second > 0)).toBe(true)
     await poll(() => page.locator("#delivery-caption").textContent()).toMatch(/[1-9]\d* delivered/)
+    // The configuration in force: this node never reloaded.
+    await poll(() => page.getByTestId("config-generation").textContent()).toMatch(/Configuration generation 1, loaded .* at boot\./)
     await screenshot(page, "overview", "console-overview.png")
     await page.close()
   })
