@@ -37,6 +37,8 @@ export interface Receipt {
   readonly id: string
   /** `x-fleet-node`: the node that made the call. */
   readonly node: string
+  /** `x-fleet-generation`: the configuration the node called with (set by the reload test). */
+  readonly generation: string
   readonly status: number
 }
 
@@ -61,6 +63,7 @@ export const startSink = (): Promise<Sink> =>
           sink: (req.url ?? "").slice(1) as SinkName,
           id: String(req.headers["webhook-id"]),
           node: String(req.headers["x-fleet-node"]),
+          generation: String(req.headers["x-fleet-generation"] ?? ""),
           status
         })
         res.writeHead(status).end()
@@ -84,11 +87,11 @@ export const startSink = (): Promise<Sink> =>
   })
 
 /** A node's configuration: the shared source of deploy/nginx.conf, routed to both sinks. */
-export const nodeConfig = (name: string, sinkUrl: string) => ({
+export const nodeConfig = (name: string, sinkUrl: string, headers: Record<string, string> = {}) => ({
   http: { host: "127.0.0.1", demoSink: false },
   pipeline: { graceMs: 2_000 },
   sources: [{ id: SOURCE, tenant: { header: TENANT_HEADER }, routes: [...SINKS] }],
-  sinks: SINKS.map((s) => ({ name: s, url: `${sinkUrl}/${s}`, headers: { "x-fleet-node": name }, retry: RETRY })),
+  sinks: SINKS.map((s) => ({ name: s, url: `${sinkUrl}/${s}`, headers: { "x-fleet-node": name, ...headers }, retry: RETRY })),
   adminTokens: [{ name: "ops", token: ADMIN_TOKEN, tenants: "*" }]
 })
 

@@ -25,6 +25,7 @@ import {
   mapLimit,
   metricsOf,
   type Node,
+  nodeConfig,
   nodePart,
   rowsOf,
   type Sink,
@@ -149,6 +150,32 @@ describe("fleet", () => {
     }
     await proxy.reload({ swap: false })
     await awaitDelivered(ids)
+  })
+
+  it("a reload on every node keeps routing by tenant", { timeout: 180_000 }, async () => {
+    sink.mode = "ok"
+    const before = await oneEach(TENANTS)
+    const home = new Map(before.map((a) => [a.tenant, a.port]))
+    // The same new file pushed to every node (a header on each sink), then SIGHUP to each.
+    for (const n of nodes) {
+      fs.writeFileSync(path.join(n.dataDir, "serve-config.json"), JSON.stringify(nodeConfig(n.name, sink.url, { "x-fleet-generation": "2" })))
+      process.kill(n.child!.pid, "SIGHUP")
+    }
+    await eventually("generation 2 on both nodes", 30_000, async () => {
+      const gens = await Promise.all(nodes.map(async (n) => metricValue(await metricsOf(n), "ankusa_config_generation")))
+      return gens.every((g) => g === 2)
+    })
+    const after = await oneEach(TENANTS)
+    for (const a of after) expect(a.port, `${a.tenant} after the nodes reloaded`).toBe(home.get(a.tenant))
+    const ids = after.map((a) => String(a.body["id"]))
+    await awaitDelivered(ids)
+    // Each hook after the reload went out with the new configuration, from its tenant's node.
+    const byId = new Map(after.map((a) => [String(a.body["id"]), a.port]))
+    for (const r of sink.receipts.filter((r) => byId.has(r.id) && r.status < 300)) {
+      expect(r.generation).toBe("2")
+      expect(nodes.find((n) => n.name === r.node)!.port).toBe(byId.get(r.id))
+    }
+    for (const n of nodes) expect(n.child!.child.exitCode).toBe(null)
   })
 
   it("with a node down, the proxy's answer is what the docs say", { timeout: 240_000 }, async () => {
