@@ -50,6 +50,8 @@ interface Sink {
   /** A pump scheduled for when the pace allows the next call. */
   timer: ReturnType<typeof setTimeout> | undefined
   readonly throttled: { readonly rate: () => void; readonly retry_after: () => void }
+  /** Replaced or removed by a reload: no call starts on it; its transport closes when its last call ends. */
+  retired: boolean
 }
 
 export interface SinkCalls {
@@ -64,6 +66,12 @@ export interface SinkCalls {
   readonly idle: Effect.Effect<void>
   /** Shutdown: no call starts after it, the calls running are cut, the queued rows dropped (all stay ?F). */
   readonly cut: Effect.Effect<void>
+  /**
+   * A reload's sinks (docs/configuration.md "Reloading"): an added one gets its pool, a changed one a
+   * new pool that its waiting rows move to (calls on the wire finish on the old pool, which then
+   * closes), a removed one's waiting rows are dead-lettered (`sink removed`) and its pool closes.
+   */
+  readonly reconfigure: (sinks: ReadonlyArray<SinkOptions>) => void
 }
 
 /**
@@ -76,32 +84,44 @@ const openSinks = (o: PipelineOptions) =>
     // Where the latency recorders write (the metric registry of this layer's context).
     const context = yield* Effect.context<never>()
     const sinks = new Map<string, Sink>()
-    for (const s of o.sinks) {
-      sinks.set(s.name, {
-        options: s,
-        key: s.secret === undefined ? undefined : parseSecret(s.secret),
-        transport: SinkClient.transport(s),
-        waiting: makeTenantQueue<Job>(),
-        running: 0,
-        latency: M.latencyRecorder(s.name, context),
-        pace: makeSinkPace(s.ratePerSec ?? 0),
-        timer: undefined,
-        throttled: { rate: M.sinkThrottledRecorder(s.name, "rate", context), retry_after: M.sinkThrottledRecorder(s.name, "retry_after", context) }
-      })
+    // Retired by a reload with calls still on the wire: closed at shutdown if they are still open then.
+    const retiring = new Set<Sink>()
+    const open = (s: SinkOptions): Sink => ({
+      options: s,
+      key: s.secret === undefined ? undefined : parseSecret(s.secret),
+      transport: SinkClient.transport(s),
+      waiting: makeTenantQueue<Job>(),
+      running: 0,
+      latency: M.latencyRecorder(s.name, context),
+      pace: makeSinkPace(s.ratePerSec ?? 0),
+      timer: undefined,
+      throttled: { rate: M.sinkThrottledRecorder(s.name, "rate", context), retry_after: M.sinkThrottledRecorder(s.name, "retry_after", context) },
+      retired: false
+    })
+    for (const s of o.sinks) sinks.set(s.name, open(s))
+    const close = (sink: Sink) => {
+      if (sink.timer !== undefined) clearTimeout(sink.timer)
+      sink.timer = undefined
+      SinkClient.close(sink.transport)
+      retiring.delete(sink)
     }
     yield* Effect.addFinalizer(() => Effect.sync(() => {
-      for (const sink of sinks.values()) {
-        if (sink.timer !== undefined) clearTimeout(sink.timer)
-        SinkClient.close(sink.transport)
-      }
+      for (const sink of [...sinks.values(), ...retiring]) close(sink)
     }))
-    return sinks
+    /** Take `sink` out of service: closed now when idle, else when its last call ends (`free`). */
+    const retire = (sink: Sink) => {
+      sink.retired = true
+      if (sink.running === 0) close(sink)
+      else retiring.add(sink)
+    }
+    return { sinks, open, retire, close }
   })
 
 /** The sinks' transports close when the layer's scope does, after `cut`. */
 export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: PipelineState, fair: Fair, outcomes: Outcomes) =>
   Effect.gen(function* () {
-    const sinks = yield* openSinks(o)
+    const registry = yield* openSinks(o)
+    const sinks = registry.sinks
     const delay = M.delayRecorder(yield* Effect.context<never>())
     const clock = yield* Clock.Clock
     const now = () => clock.currentTimeMillisUnsafe()
@@ -229,7 +249,34 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
     /** A call ended: its slot is free, and the next waiting row's call may start. */
     const free = (sink: Sink): void => {
       sink.running -= 1
-      pump(sink)
+      if (sink.retired) {
+        if (sink.running === 0) registry.close(sink)
+      } else pump(sink)
+    }
+
+    const reconfigure = (next: ReadonlyArray<SinkOptions>): void => {
+      const names = new Set(next.map((s) => s.name))
+      for (const s of next) {
+        const old = sinks.get(s.name)
+        if (old !== undefined && JSON.stringify(old.options) === JSON.stringify(s)) continue
+        const sink = registry.open(s)
+        sinks.set(s.name, sink)
+        if (old === undefined) continue
+        // Its waiting rows go to the new pool, in their turn order.
+        for (let job = old.waiting.shift(); job !== undefined; job = old.waiting.shift()) sink.waiting.push(job.claimed.ref.ord, job)
+        registry.retire(old)
+        pump(sink)
+      }
+      for (const [name, old] of sinks) {
+        if (names.has(name)) continue
+        sinks.delete(name)
+        // Rows waiting for a removed sink go to the DLQ, where replay finds them once it is back.
+        for (let job = old.waiting.shift(); job !== undefined; job = old.waiting.shift()) {
+          const c = job.claimed
+          runFiber(guarded(c, settleUnroutable(c, job.env, job.name)))
+        }
+        registry.retire(old)
+      }
     }
 
     /**
@@ -264,6 +311,7 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
 
     return {
       route,
+      reconfigure,
       busy: () => busy,
       idle: idle.await,
       cut: Effect.gen(function* () {

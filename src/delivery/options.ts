@@ -4,6 +4,7 @@
  * and the run state its parts share (src/delivery/pipeline.ts wires them).
  */
 import { Effect } from "effect"
+import type { Config } from "../domain/config.js"
 import { parseSecret } from "../domain/signature.js"
 import type { SinkOptions } from "./sink-client.js"
 import type { LimitsOf } from "./tick.js"
@@ -73,6 +74,8 @@ export type Input = Partial<Omit<PipelineOptions, "sinks">> & {
   readonly sinks: ReadonlyArray<SinkOptions>
   /** Each tenant's weight and limits (TEN-3), read every tick; every tenant gets the defaults when absent. */
   readonly limitsOf?: LimitsOf
+  /** A reloaded configuration's sinks (serve: `{self}` resolved); without it the sinks never change. */
+  readonly sinksOf?: (config: Config) => ReadonlyArray<SinkOptions>
 }
 
 export const resolve = (input: Input): Effect.Effect<PipelineOptions> =>

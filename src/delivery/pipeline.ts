@@ -14,6 +14,7 @@
  * deliver a row again (at-least-once; receivers dedupe by `webhook-id`).
  */
 import { Cause, Context, Duration, Effect, Fiber, Layer, Metric, Semaphore } from "effect"
+import { LiveConfig } from "../config/live.js"
 import { makeSinkCalls } from "./calls.js"
 import { type Input, MIN_TICK_GAP_MS, type PipelineState, resolve } from "./options.js"
 import { makeOutcomes } from "./outcomes.js"
@@ -75,6 +76,12 @@ export const make = (input: Input) =>
       input.limitsOf ?? (service._tag === "Some" ? service.value.of : (ords: ReadonlyArray<number>) => Effect.succeed(ords.map(() => DEFAULT_LIMITS)))
     const outcomes = yield* makeOutcomes(o, queue, state, fair, wake)
     const calls = yield* makeSinkCalls(o, queue, state, fair, outcomes)
+    // A reload swaps the sinks between two ticks' routing (docs/configuration.md "Reloading").
+    const live = yield* Effect.serviceOption(LiveConfig)
+    if (live._tag === "Some" && input.sinksOf !== undefined) {
+      const sinksOf = input.sinksOf
+      live.value.onChange((g) => calls.reconfigure(sinksOf(g.config)))
+    }
     const tick = ticking.withPermits(1)(Effect.uninterruptible(makeTick(o, queue, wakes, fair, cursors, limitsOf, state, calls)))
 
     const loop = Effect.gen(function* () {

@@ -143,7 +143,7 @@ const services = (config: Config, dataDir: string) => {
     // Each sweep step runs inside the Writer's commit section (src/lifecycle/dedupe-sweep.ts says why).
     andThen(Layer.unwrap(Effect.map(Writer.Writer, (writer) => DedupeSweep.layer({ exclusive: writer.exclusive })))),
     andThen(DlqCeiling.layer({ maxRows: config.dlq.maxRows, maxBytes: config.dlq.maxBytes })),
-    andThen(Layer.unwrap(Effect.map(origin, (self) => Pipeline.layer({ ...config.pipeline, sinks: sinksOf(config, self) })))),
+    andThen(Layer.unwrap(Effect.map(origin, (self) => Pipeline.layer({ ...config.pipeline, sinks: sinksOf(config, self), sinksOf: (c) => sinksOf(c, self) })))),
     andThen(Gauges.layer({ intervalMs: config.gauges.intervalMs })),
     andThen(StoreHealth.layer({ intervalMs: config.gauges.intervalMs })),
     andThen(EventLoopMetrics.layer),
