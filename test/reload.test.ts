@@ -224,6 +224,18 @@ describe("reload", () => {
     expect(audit.items.some((i) => i.action === "config.reload" && i.actor === "ops")).toBe(true)
   })
 
+  it("config.watch reloads when the file changes", { timeout: 60_000 }, async () => {
+    const a = await sink()
+    const watched = { ...base(a), config: { watch: true } }
+    const node = await serve(watched)
+    rewrite(node, { ...watched, sinks: [{ ...watched.sinks[0]!, headers: { "x-watched": "yes" } }] })
+    await until("generation 2", async () => (await generationOf(node)) === 2, 10_000)
+    expect((await post(node, "src", { n: 1 })).status).toBe(202)
+    await until("a delivery", () => a.got.length === 1)
+    expect(a.got[0]!.headers["x-watched"]).toBe("yes")
+    expect(node.stdout()).toMatch(/"config reloaded".*"trigger":"watch"/)
+  })
+
   it("settings that need a restart are named and left alone", { timeout: 60_000 }, async () => {
     const a = await sink()
     const b = await sink()

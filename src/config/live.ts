@@ -100,6 +100,8 @@ export const make = (config: Cfg.Config, options: LoadOptions, now: () => number
     const listeners: Array<(next: Generation, prev: Generation) => void> = []
     const lock = yield* Semaphore.make(1)
     yield* Metric.update(generationGauge, 1)
+    // Both results present from boot, at 0.
+    for (const result of ["ok", "error"]) yield* Metric.update(Metric.withAttributes(reloadsTotal, { result }), 0)
 
     const reload = (trigger: Exclude<Trigger, "boot">) =>
       lock.withPermits(1)(

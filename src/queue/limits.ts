@@ -8,6 +8,7 @@
  * next tick sees it without a restart.
  */
 import { Context, Effect, Layer } from "effect"
+import { LiveConfig } from "../config/live.js"
 import { tenantLimitsKey } from "../domain/keys.js"
 import * as L from "../domain/limits.js"
 import { del, type Put, put } from "../domain/ops.js"
@@ -36,12 +37,23 @@ export interface LimitsShape {
 
 export class Limits extends Context.Service<Limits, LimitsShape>()("ankusa/Limits") {}
 
-export const make = (defaults: L.TenantLimits) =>
+export const make = (initial: L.TenantLimits) =>
   Effect.gen(function* () {
     const store = yield* Store
     const cache = new Map<number, L.TenantLimits>()
-    // Bumped by every set: a fill that read the store before a set committed must not cache the old value.
+    // Bumped by every set and reload: a fill that read the store before must not cache the old value.
     let generation = 0
+    let defaults = initial
+    // A reload's `tenants.limits` apply from the next tick (docs/configuration.md "Reloading").
+    const live = yield* Effect.serviceOption(LiveConfig)
+    if (live._tag === "Some") {
+      live.value.onChange((g) => {
+        if (g.config.tenants.limits === defaults) return
+        defaults = g.config.tenants.limits
+        generation++
+        cache.clear()
+      })
+    }
 
     const remember = (ord: number, limits: L.TenantLimits) => {
       if (cache.size >= LIMITS_CACHE_ENTRIES && !cache.has(ord)) cache.clear()
