@@ -30,6 +30,7 @@ import {
 import type { ApiServices } from "./gate.js"
 import * as C from "./console-schemas.js"
 import { Count, CounterFields } from "./schema-fields.js"
+import { ReloadAnswer } from "./config-schemas.js"
 import { StoreCheckAnswer } from "./store-check-schemas.js"
 
 /** Largest replay request body. */
@@ -223,15 +224,6 @@ const AuditItem = Schema.Struct({
   action: Schema.Literals(["replay", "purge", "quarantine.delete", "config.read", "config.reload", "limits.set"]),
   params: Schema.Record(Schema.String, Schema.Unknown)
 }).annotate({ identifier: "AuditItem" })
-
-const ReloadAnswer = Schema.Struct({
-  generation: Count,
-  loadedAt: Schema.String,
-  /** Live keys whose value changed and now applies. */
-  applied: Schema.Array(Schema.String),
-  /** Keys changed in the file that keep their running value until a restart. */
-  needsRestart: Schema.Array(Schema.Struct({ key: Schema.String, message: Schema.String }))
-}).annotate({ identifier: "ReloadAnswer" })
 
 /** 503 of `/readyz`: not the `{error}` shape, the phase the node is in. */
 export class NotReadyYet extends Schema.Error<NotReadyYet>("NotReadyYet")(
