@@ -5,6 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import * as net from "node:net"
+import type { AddressInfo } from "node:net"
 import type { Envelope } from "../src/domain/envelope.js"
 import * as SinkClient from "../src/delivery/sink-client.js"
 import { startSink } from "./sink-server.js"
@@ -151,4 +153,42 @@ describe("sink client", () => {
         }))
     })
   )
+
+  it.live("a 2xx whose body trickles past the sink's timeout is delivered at its head; a non-2xx keeps its first 4 KiB", () =>
+    Effect.gen(function* () {
+      // One raw server: the first request gets a 200 whose body never ends (a byte every 100 ms),
+      // the next a 500 with 10 KiB of body.
+      let n = 0
+      const server = net.createServer((socket) => {
+        socket.on("error", () => {})
+        socket.once("data", () => {
+          if (n++ === 0) {
+            socket.write("HTTP/1.1 200 OK\r\ncontent-length: 10000000\r\n\r\n")
+            const timer = setInterval(() => socket.write("x"), 100)
+            socket.on("close", () => clearInterval(timer))
+          } else socket.end(`HTTP/1.1 500 Oops\r\ncontent-length: 10240\r\n\r\n${"é".repeat(5120)}`)
+        })
+      })
+      yield* Effect.acquireRelease(
+        Effect.callback<void>((resume) => {
+          server.listen(0, "127.0.0.1", () => resume(Effect.void))
+        }),
+        () => Effect.callback<void>((resume) => {
+          server.close(() => resume(Effect.void))
+        })
+      )
+      const sink = sinkOf(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, { timeoutMs: 500 })
+      yield* withTransport(sink, (t) =>
+        Effect.gen(function* () {
+          const ok = yield* call(t, sink, "msg_trickle")
+          expect(ok.attempt).toMatchObject({ status: 200, error: undefined, body: undefined })
+          expect(ok.ms).toBeLessThan(sink.timeoutMs)
+          const failed = yield* call(t, sink, "msg_500")
+          expect(failed.attempt).toMatchObject({ status: 500, error: undefined })
+          // 4 KiB of bytes: 2,048 two-byte characters.
+          expect(failed.attempt.body).toBe("é".repeat(2048))
+        }))
+    })
+  )
 })
+

@@ -170,10 +170,10 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
         const d = Retry.next(sink.options.retry, { attempt: after.attempts, status: a.status, retryAfter: a.retryAfter, now: a.endedAt, random })
         const tenant = tenantOf(env)
         if (d._tag === "Retry") {
-          yield* logRetry(a.endedAt, { sink: name, tenant, hookId: env.id, status: a.status, error: a.error, attempt: after.attempts, nextAt: d.at })
+          yield* logRetry(a.endedAt, { sink: name, tenant, hookId: env.id, status: a.status, error: a.error, body: a.body, attempt: after.attempts, nextAt: d.at })
           return yield* settle({ result: { _tag: "Retry", ref: c.ref, row: after, at: d.at }, sink: name, outcome: "retried" })
         }
-        yield* Effect.logInfo("pipeline: row dead-lettered", { tenant, hookId: env.id, sink: name, status: a.status, error: a.error, attempts: after.attempts, reason: d.reason })
+        yield* Effect.logInfo("pipeline: row dead-lettered", { tenant, hookId: env.id, sink: name, status: a.status, error: a.error, ...(a.body === undefined ? {} : { body: a.body }), attempts: after.attempts, reason: d.reason })
         return yield* settle({
           result: { _tag: "DeadLetter", ref: c.ref, row: after, at: a.endedAt, hook: { sourceId: env.sourceId, id: env.id } },
           sink: name,

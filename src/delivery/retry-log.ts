@@ -1,6 +1,6 @@
 /**
  * Logs of failed attempts (docs/delivery.md "Logs"): each retry is logged at `info` with its sink,
- * tenant, hook, status (or transport error), attempt and next time, up to RETRY_LOG_BURST per sink
+ * tenant, hook, status (or transport error), the answer's first bytes of body, attempt and next time, up to RETRY_LOG_BURST per sink
  * per RETRY_LOG_WINDOW_MS; past that a sink's retries are counted, and the count is logged as one
  * summary line with the next retry of that sink after the window. A failing sink under load writes
  * a bounded number of lines, not one per row.
@@ -18,6 +18,8 @@ export interface RetryFields {
   readonly hookId: string
   readonly status: number
   readonly error: string | undefined
+  /** A non-2xx answer's first bytes of body (src/delivery/http1.ts `EXCERPT_BYTES`). */
+  readonly body?: string | undefined
   readonly attempt: number
   readonly nextAt: number
 }
@@ -48,6 +50,7 @@ export const makeRetryLog = () => {
           tenant: f.tenant,
           hookId: f.hookId,
           ...(f.status === 0 ? { error: f.error ?? "transport" } : { status: f.status }),
+          ...(f.body === undefined ? {} : { body: f.body }),
           attempt: f.attempt,
           nextAt: new Date(f.nextAt).toISOString()
         }))

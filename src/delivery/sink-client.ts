@@ -16,7 +16,7 @@ export interface SinkOptions {
   readonly name: string
   /** An http(s) URL, already resolved (the edge replaces `{self}`). */
   readonly url: string
-  /** Whole call: connect, request, and the response read to its end. */
+  /** Whole call: connect, request, and the answer's head (a non-2xx's, with its excerpt). */
   readonly timeoutMs: number
   /** Sent on every delivery; they override the hook's kept headers. */
   readonly headers: Readonly<Record<string, string>>
@@ -39,6 +39,8 @@ export interface Attempt {
   readonly retryAfter: string | undefined
   /** "timeout" | "transport" for status 0. */
   readonly error: string | undefined
+  /** A non-2xx answer's first `EXCERPT_BYTES` of body (UTF-8), for the retry log. */
+  readonly body?: string | undefined
   readonly durationMs: number
   /** When the call ended (ms since the epoch). */
   readonly endedAt: number
@@ -166,12 +168,12 @@ export const start = (
   const started = now()
   let settled = false
   let timer: ReturnType<typeof setTimeout> | undefined
-  const end = (status: number, retryAfter: string | undefined, error: string | undefined) => {
+  const end = (status: number, retryAfter: string | undefined, error: string | undefined, body?: string) => {
     if (settled) return
     settled = true
     clearTimeout(timer)
     const endedAt = now()
-    done({ status, retryAfter, error, durationMs: endedAt - started, endedAt })
+    done({ status, retryAfter, error, body, durationMs: endedAt - started, endedAt })
   }
   const head = t.fixed.invalid ? undefined : headOf(t.fixed, key, env, started)
   if (head === undefined) {
@@ -181,13 +183,15 @@ export const start = (
       settled = true
     }
   }
-  // The whole call (connect, request, the answer read to its end) within the sink's timeout.
+  // The call (connect, request, the answer's head: a 2xx is told at its head, its body drained
+  // after) within the sink's timeout; a non-2xx whose excerpt is still coming ends with its status.
   const cut = t.pool.send(head, env.body, (e) =>
-    e._tag === "Answer" ? end(e.status, e.retryAfter, undefined) : end(0, undefined, "transport")
+    e._tag === "Answer" ? end(e.status, e.retryAfter, undefined, e.body) : end(0, undefined, "transport")
   )
   timer = setTimeout(() => {
-    end(0, undefined, "timeout")
-    cut()
+    const partial = cut()
+    if (partial !== undefined && partial._tag === "Answer") end(partial.status, partial.retryAfter, undefined, partial.body)
+    else end(0, undefined, "timeout")
   }, sink.timeoutMs)
   return () => {
     settled = true
