@@ -24,7 +24,8 @@ describe("config", () => {
   it("the default configuration is the documented one: demo source to the built-in demo sink", async () => {
     const c = await Effect.runPromise(load({ env: {} }))
     expect(c).toEqual(Cfg.defaults)
-    expect(c.http).toMatchObject({ host: "127.0.0.1", port: 8080, demoSink: true })
+    expect(c.http).toMatchObject({ host: "127.0.0.1", port: 8080, demoSink: "auto" })
+    expect(Cfg.demoSinkServed(c)).toBe(true)
     expect(c.dataDir).toBe("./data")
     expect(c.sources).toEqual([{ id: "demo", tenant: "default", verification: "none", routes: ["demo"] }])
     expect(c.sinks.map((s) => [s.name, s.url])).toEqual([["demo", "{self}/_demo/sink"]])
@@ -101,7 +102,7 @@ describe("config", () => {
     const yaml = "http: {prot: 8080}\nlog: {levle: debug}\n"
     await withFile("ankusa.yaml", yaml, async (file) =>
       expect(await message({ file, env: {} })).toBe(
-        `config error at http.prot (file ${file}): is unexpected, expected: "host" | "port" | "demoSink" | "console"\n` +
+        `config error at http.prot (file ${file}): is unexpected, expected: "host" | "port" | "demoSink" | "maxConnections" | "headersTimeoutMs" | "requestTimeoutMs" | "console"\n` +
           `config error at log.levle (file ${file}): is unexpected, expected: "level"`
       )
     )

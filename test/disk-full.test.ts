@@ -83,6 +83,8 @@ describe("disk full", () => {
         config,
         JSON.stringify({
           http: { demoSink: false },
+          // The reserve off: this test is what happens when RocksDB itself runs out (test/disk-reserve.test.ts is the reserve).
+          store: { minFreeBytes: 0 },
           sources: [{ id: "in", tenant: { header: "x-tenant" }, routes: ["sink"] }],
           sinks: [{ name: "sink", url: sink.url }],
           adminTokens: [{ name: "ops", token: TOKEN, tenants: "*" }],

@@ -1,6 +1,6 @@
 /**
  * The HTTP edge over real services for the edge tests: RocksDB in a temp dir
- * (or a given store layer), the Writer, Queue, Tenants, Limits, Quarantine,
+ * (or a given store layer), the Writer, Queue, QueuedBytes, Tenants, Limits, Quarantine,
  * Audit and Replay, and the server on 127.0.0.1 port 0. Requests go through `fetch`.
  */
 import { Context, Effect, Layer, Result, type Scope } from "effect"
@@ -15,6 +15,7 @@ import * as Http from "../src/http/server.js"
 import * as Limits from "../src/queue/limits.js"
 import * as Quarantine from "../src/lifecycle/quarantine.js"
 import * as Queue from "../src/queue/queue.js"
+import * as QueuedBytes from "../src/queue/queued-bytes.js"
 import * as Replay from "../src/queue/replay.js"
 import { layerRocksDb } from "../src/store/rocksdb.js"
 import { Store, type StoreShape } from "../src/store/store.js"
@@ -54,13 +55,12 @@ export interface EdgeOptions {
 export const services = (config: Cfg.Config) =>
   Layer.mergeAll(
     Tenants.layer,
-    Limits.layer(config.tenants.limits),
     // No pipeline here: the Writer's wakes go to a Wake nobody waits on.
     Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs }).pipe(Layer.provide(Wake.layer)),
     Quarantine.layer(),
     Audit.layer(),
     Replay.layer
-  ).pipe(Layer.provideMerge(Queue.layer))
+  ).pipe(Layer.provideMerge(Limits.layer(config.tenants.limits)), Layer.provideMerge(QueuedBytes.layer), Layer.provideMerge(Queue.layer))
 
 export const startEdge = (config: Cfg.Config, options: EdgeOptions = {}): Effect.Effect<Edge, unknown, Scope.Scope> =>
   Effect.gen(function* () {

@@ -101,11 +101,12 @@ describe("tenant limits: codec and schema", () => {
   })
 
   it("effective lays the override over the defaults field by field", () => {
-    const d = { weight: 2, maxInflight: 10, ratePerSec: 0 }
+    const d = { weight: 2, maxInflight: 10, ratePerSec: 0, ingestPerSec: 0, maxQueuedBytes: 0 }
     expect(L.effective(d, undefined)).toBe(d)
     expect(L.effective(d, {})).toBe(d)
-    expect(L.effective(d, { maxInflight: 0 })).toEqual({ weight: 2, maxInflight: 0, ratePerSec: 0 })
-    expect(L.effective(d, { weight: 5, ratePerSec: 1.5 })).toEqual({ weight: 5, maxInflight: 10, ratePerSec: 1.5 })
+    expect(L.effective(d, { maxInflight: 0 })).toEqual({ ...d, maxInflight: 0 })
+    expect(L.effective(d, { weight: 5, ratePerSec: 1.5 })).toEqual({ ...d, weight: 5, ratePerSec: 1.5 })
+    expect(L.effective(d, { ingestPerSec: 3, maxQueuedBytes: 4096 })).toEqual({ ...d, ingestPerSec: 3, maxQueuedBytes: 4096 })
   })
 })
 
@@ -126,13 +127,13 @@ describe("tenant limits: the Limits service", () => {
     Effect.gen(function* () {
       const w = yield* memoryWorld()
       expect(yield* w.limits.of([1, 2, 1])).toEqual([DEFAULTS, DEFAULTS, DEFAULTS])
-      yield* w.limits.set(1, { maxInflight: 5 }, yield* w.row({ maxInflight: 5 }))
+      yield* w.limits.set(1, { maxInflight: 5 }, yield* w.row({ maxInflight: 5 }), "acme")
       expect(yield* w.limits.of([1, 2])).toEqual([{ ...DEFAULTS, maxInflight: 5 }, DEFAULTS])
       expect(yield* w.limits.get(1)).toEqual({ effective: { ...DEFAULTS, maxInflight: 5 }, override: { maxInflight: 5 } })
       // The audit row committed with it.
       const rows = (yield* w.audit.list({ scope: null, limit: 10 })).rows
       expect(rows.map((r) => [r.action, r.params])).toEqual([["limits.set", { override: { maxInflight: 5 } }]])
-      yield* w.limits.set(1, {}, yield* w.row({}))
+      yield* w.limits.set(1, {}, yield* w.row({}), "acme")
       expect(yield* w.store.get("tenants", K.tenantLimitsKey(1))).toBeUndefined()
       expect(yield* w.limits.of([1])).toEqual([DEFAULTS])
       expect((yield* checkStore(w.store)).differences).toEqual([])
@@ -151,7 +152,7 @@ describe("tenant limits: the Limits service", () => {
       const stale = yield* Effect.forkChild(w.limits.of([1]))
       yield* Effect.yieldNow
       hold = false
-      yield* w.limits.set(1, { weight: 9 }, yield* w.row({ weight: 9 }))
+      yield* w.limits.set(1, { weight: 9 }, yield* w.row({ weight: 9 }), "acme")
       yield* Deferred.succeed(gate, undefined)
       expect(yield* Fiber.join(stale)).toEqual([DEFAULTS]) // it read before the set
       expect(yield* w.limits.of([1])).toEqual([{ ...DEFAULTS, weight: 9 }])
@@ -178,7 +179,7 @@ describe("tenant limits: over the API", () => {
   it.live("limits set over the API apply without a restart and survive one", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
-      const expected = { weight: 5, maxInflight: 3, ratePerSec: 2.5 }
+      const expected = { weight: 5, maxInflight: 3, ratePerSec: 2.5, ingestPerSec: 1_000, maxQueuedBytes: 1_000_000 }
       const ord = yield* Effect.scoped(
         Effect.gen(function* () {
           const edge = yield* startEdge(config, { store: layerRocksDb(dir) })
@@ -225,6 +226,9 @@ describe("tenant limits: over the API", () => {
           const store = yield* makeRocksDbStore(dir)
           const limits = yield* Limits.make(DEFAULTS).pipe(Effect.provideService(Store, store))
           expect(yield* limits.of([ord])).toEqual([expected])
+          // Admission's in-memory view, read at start by tenant id.
+          expect(limits.ingestOf("acme")).toEqual({ ingestPerSec: 1_000, maxQueuedBytes: 1_000_000 })
+          expect(limits.ingestOf("globex")).toMatchObject({ ingestPerSec: DEFAULTS.ingestPerSec, maxQueuedBytes: DEFAULTS.maxQueuedBytes })
           expect((yield* checkStore(store)).differences).toEqual([])
         })
       )
@@ -265,7 +269,7 @@ describe("tenant limits: over the API", () => {
           [{ weight: 0 }, "weight: expected an integer from 1 to 1000"],
           [{ maxInflight: -1 }, "maxInflight: expected an integer from 0 to 100000 (0: no cap of its own)"],
           [{ ratePerSec: "fast" }, "ratePerSec: expected a number from 0 to 1000000 (0: unlimited)"],
-          [[1], "body: expected a JSON object with any of weight, maxInflight, ratePerSec"],
+          [[1], "body: expected a JSON object with any of weight, maxInflight, ratePerSec, ingestPerSec, maxQueuedBytes"],
           ["{not json", "body: expected a JSON object"]
         ]
         for (const [body, message] of refusals) {

@@ -27,6 +27,17 @@ export interface Counters {
   readonly dead: number
   readonly bytes: number
   readonly archive_pending: number
+  /** Effective limits, and what the tenant overrides (`PUT /v1/tenants/:tenant/limits`). */
+  readonly limits: TenantLimits
+  readonly limits_override: Partial<TenantLimits>
+}
+
+export interface TenantLimits {
+  readonly weight: number
+  readonly maxInflight: number
+  readonly ratePerSec: number
+  readonly ingestPerSec: number
+  readonly maxQueuedBytes: number
 }
 
 export interface DeadItem {

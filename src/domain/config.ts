@@ -5,6 +5,7 @@
  * docs/configuration.md lists every key.
  */
 import { Schema, SchemaTransformation } from "effect"
+import { Admin, Archive, AuditSettings, Dlq, QuarantineSettings } from "./config-lifecycle.js"
 import * as Limits from "./limits.js"
 import * as RetryPolicy from "./retry-policy.js"
 import * as Retry from "./retry-schedule.js"
@@ -141,14 +142,30 @@ const Http = Schema.Struct({
   host: withDefault(Schema.String.check(Schema.isMinLength(1)), () => "127.0.0.1"),
   /** 0 picks a free port (logged at start). */
   port: withDefault(int(0, 65_535), () => 8080),
-  /** Serve `POST /_demo/sink` (answers 204 and logs), the default demo sink. */
-  demoSink: withDefault(Schema.Boolean, () => true),
+  /**
+   * Serve `POST /_demo/sink` (answers 204 and logs), the default demo sink: `auto` serves it only
+   * when a sink's URL is `{self}/_demo/sink` (the built-in default configuration's); see `demoSinkServed`.
+   */
+  demoSink: withDefault(Schema.Union([Schema.Boolean, Schema.Literal("auto")]), () => "auto" as const),
+  /** Connections open at once; past it a new connection is closed at once (Node's `server.maxConnections`). */
+  maxConnections: withDefault(int(1, 1_000_000), () => 10_000),
+  /** How long a client may take to send a request's line and headers; then 408 and the connection closes. */
+  headersTimeoutMs: withDefault(int(1_000, 600_000), () => 10_000),
+  /** How long a client may take to send a whole request (headers and body); then 408 and the connection closes. */
+  requestTimeoutMs: withDefault(int(1_000, 3_600_000), () => 60_000),
   /** Serve the operator console at `GET /ui/` (and redirect `/` there); docs/console.md. */
   console: withDefault(Schema.Boolean, () => true)
 })
 
 const Ingest = Schema.Struct({
-  maxBodyBytes: withDefault(int(1, 64 * MiB), () => MiB)
+  maxBodyBytes: withDefault(int(1, 64 * MiB), () => MiB),
+  /** Request body bytes being read at once across requests (Content-Length, else `maxBodyBytes`); past it, 503 `busy`. */
+  maxBufferedBytes: withDefault(int(1, 4_096 * MiB), () => 64 * MiB)
+})
+
+const Store = Schema.Struct({
+  /** Free bytes on the store's filesystem below which ingest answers 503 `disk_reserve` (0: off). */
+  minFreeBytes: withDefault(int(0, Number.MAX_SAFE_INTEGER), () => 512 * MiB)
 })
 
 const Dedupe = Schema.Struct({
@@ -159,7 +176,9 @@ const Dedupe = Schema.Struct({
 const TenantLimits = Schema.Struct({
   weight: withDefault(Limits.Weight, () => Limits.DEFAULT_LIMITS.weight),
   maxInflight: withDefault(Limits.MaxInflight, () => Limits.DEFAULT_LIMITS.maxInflight),
-  ratePerSec: withDefault(Limits.RatePerSec, () => Limits.DEFAULT_LIMITS.ratePerSec)
+  ratePerSec: withDefault(Limits.RatePerSec, () => Limits.DEFAULT_LIMITS.ratePerSec),
+  ingestPerSec: withDefault(Limits.IngestPerSec, () => Limits.DEFAULT_LIMITS.ingestPerSec),
+  maxQueuedBytes: withDefault(Limits.MaxQueuedBytes, () => Limits.DEFAULT_LIMITS.maxQueuedBytes)
 })
 
 const Tenants = Schema.Struct({
@@ -174,54 +193,6 @@ const Gauges = Schema.Struct({
 
 const Log = Schema.Struct({
   level: withDefault(LogLevel, () => "info" as const)
-})
-
-const DAY = 24 * 3_600_000
-const GiB = 1024 * MiB
-
-/** Passed to the Archive (src/lifecycle/archive.ts `ArchiveOptions`). */
-const Archive = Schema.Struct({
-  enabled: withDefault(Schema.Boolean, () => false),
-  /** Obligations of hooks received longer ago than this are dropped unwritten (counted). */
-  retentionMs: withDefault(int(60_000, 365 * DAY), () => 7 * DAY),
-  /** A segment past this size is closed. */
-  segmentBytes: withDefault(int(MiB, 4 * GiB), () => 64 * MiB)
-})
-
-/** Passed to the Quarantine (src/lifecycle/quarantine.ts `QuarantineOptions`). */
-const QuarantineSettings = Schema.Struct({
-  /** Records kept at most; past it the oldest are dropped. 0 keeps none (failures are only refused). */
-  maxCount: withDefault(int(0, 10_000_000), () => 10_000),
-  /** Bytes kept at most (key + value of every record). */
-  maxBytes: withDefault(int(1_024, 16 * GiB), () => 64 * MiB),
-  retentionMs: withDefault(int(60_000, 365 * DAY), () => 7 * DAY)
-})
-
-/** Passed to the Audit service (src/lifecycle/audit.ts `AuditOptions`). */
-const AuditSettings = Schema.Struct({
-  retentionMs: withDefault(int(DAY, 3_650 * DAY), () => 90 * DAY)
-})
-
-/** Passed to the DLQ ceiling (src/lifecycle/dlq-ceiling.ts `DlqCeilingOptions`). */
-const Dlq = Schema.Struct({
-  /** Dead rows kept at most (the `dead` counter); past it the oldest are dropped (counted). */
-  maxRows: withDefault(int(1, 1_000_000_000), () => 1_000_000),
-  /** Queue bytes (the `bytes` counter) past which the oldest dead rows are shed. */
-  maxBytes: withDefault(int(MiB, 1_024 * GiB), () => 8 * GiB)
-})
-
-const Admin = Schema.Struct({
-  /** Rows per page of `GET /v1/dlq` when `limit` is not given, and its ceiling. */
-  dlqPageDefault: withDefault(int(1, 1_000), () => 100),
-  dlqPageMax: withDefault(int(1, 1_000), () => 1_000),
-  /** Dead rows examined per synced batch of a replay. */
-  replayChunk: withDefault(int(1, 10_000), () => 500),
-  /** Most rows one replay request revives (the answer says whether more remain). */
-  replayMax: withDefault(int(1, 10_000_000), () => 100_000),
-  /** Most dead rows one replay request examines (filters may match few of them). */
-  replayScanMax: withDefault(int(1, 100_000_000), () => 1_000_000),
-  /** Synced chunks (500 rows each) one purge request runs at most; the answer says whether more remain. */
-  purgeMaxChunks: withDefault(int(1, 1_000_000), () => 200)
 })
 
 /** Passed to the Writer (src/queue/writer.ts `WriterOptions`); ranges are its `Ranges`, defaults its `Defaults`. */
@@ -273,6 +244,7 @@ const Fields = Schema.Struct({
   http: withDefault(Http, () => Schema.decodeSync(Http)({})),
   dataDir: withDefault(Schema.String.check(Schema.isMinLength(1)), () => "./data"),
   ingest: withDefault(Ingest, () => Schema.decodeSync(Ingest)({})),
+  store: withDefault(Store, () => Schema.decodeSync(Store)({})),
   dedupe: withDefault(Dedupe, () => Schema.decodeSync(Dedupe)({})),
   tenants: withDefault(Tenants, () => Schema.decodeSync(Tenants)({})),
   gauges: withDefault(Gauges, () => Schema.decodeSync(Gauges)({})),
@@ -322,6 +294,14 @@ export const Config = Fields.check(
     c.sources.forEach((s, i) => {
       if (new Set(s.routes).size !== s.routes.length) issues.push({ path: ["sources", i, "routes"], issue: "a sink is listed twice" })
     })
+    if (c.http.demoSink === false) {
+      c.sinks.forEach((s, i) => {
+        if (s.url === SELF + DEMO_SINK_PATH) issues.push({ path: ["sinks", i, "url"], issue: "the demo sink is off (http.demoSink: false)" })
+      })
+    }
+    if (c.http.headersTimeoutMs > c.http.requestTimeoutMs) {
+      issues.push({ path: ["http", "headersTimeoutMs"], issue: "must not exceed http.requestTimeoutMs" })
+    }
     if (c.admin.dlqPageDefault > c.admin.dlqPageMax) {
       issues.push({ path: ["admin", "dlqPageDefault"], issue: "must not exceed admin.dlqPageMax" })
     }
@@ -364,6 +344,10 @@ export const defaults: Config = Schema.decodeUnknownSync(Config)({})
 
 // ---------------------------------------------------------------------------
 // Helpers for the edge
+
+/** `http.demoSink` resolved: `auto` serves the demo sink when a sink delivers to it. */
+export const demoSinkServed = (c: Config): boolean =>
+  c.http.demoSink === "auto" ? c.sinks.some((s) => s.url === SELF + DEMO_SINK_PATH) : c.http.demoSink
 
 /** The sink URL with `{self}` replaced by the server's bound origin (e.g. `http://127.0.0.1:8080`). */
 export const resolveUrl = (url: string, selfOrigin: string): string =>

@@ -197,7 +197,8 @@ const DeadItem = Schema.Struct({
 
 /** A tenant's effective limits (src/domain/limits.ts) and what it overrides. */
 const TenantLimits = {
-  limits: Schema.Struct({ weight: Count, maxInflight: Count, ratePerSec: Schema.Number }).annotate({ identifier: "TenantLimits" }),
+  limits: Schema.Struct({ weight: Count, maxInflight: Count, ratePerSec: Schema.Number, ingestPerSec: Schema.Number, maxQueuedBytes: Count })
+    .annotate({ identifier: "TenantLimits" }),
   limits_override: LimitsOverride
 }
 
@@ -229,7 +230,7 @@ const AuditItem = Schema.Struct({
 export class NotReadyYet extends Schema.Error<NotReadyYet>("NotReadyYet")(
   {
     ready: Schema.Literal(false),
-    phase: Schema.Literals(["starting", "migrating", "recovering", "stopping", "store_unavailable"])
+    phase: Schema.Literals(["starting", "migrating", "recovering", "stopping", "store_unavailable", "disk_reserve"])
   },
   { httpApiStatus: 503 }
 ) {}
@@ -376,7 +377,7 @@ export class OpsApi extends HttpApiGroup.make("ops")
     HttpApiEndpoint.get("readyz", "/readyz", {
       success: Schema.Struct({ ready: Schema.Literal(true), phase: Schema.Literal("ready") }),
       error: NotReadyYet
-    }).annotate(OpenApi.Summary, "Store open, migrations and recovery done, the store answers a read"),
+    }).annotate(OpenApi.Summary, "Store open, migrations and recovery done, the store answers a read, free space above the disk reserve"),
     HttpApiEndpoint.get("metrics", "/metrics", {
       success: Schema.String.pipe(HttpApiSchema.asText({ contentType: Prometheus.CONTENT_TYPE }))
     }).annotate(OpenApi.Summary, "Prometheus text of every metric of the process")

@@ -6,6 +6,7 @@
  */
 import { Data } from "effect"
 import { HttpServerResponse } from "effect/http"
+import type { AdmissionRefusal } from "../domain/admission.js"
 import type { TenantLimit } from "../domain/tenants.js"
 import type { StoreError } from "../store/store.js"
 import type { StoreCheckBusy } from "../queue/format/check-service.js"
@@ -50,6 +51,7 @@ export type EdgeError =
   | InvalidIngest
   | StoreError
   | StoreCheckBusy
+  | AdmissionRefusal
 
 /** Ingest outcomes as counted by `ankusa_ingest_requests_total{outcome}` (docs/api.md). */
 export type Outcome =
@@ -62,6 +64,10 @@ export type Outcome =
   | "unavailable"
   | "unknown_source"
   | "bad_request"
+  | "tenant_rate"
+  | "tenant_quota"
+  | "disk_reserve"
+  | "busy"
 
 export const OUTCOMES: ReadonlyArray<Outcome> = [
   "accepted",
@@ -72,7 +78,11 @@ export const OUTCOMES: ReadonlyArray<Outcome> = [
   "tenant_limit",
   "unavailable",
   "unknown_source",
-  "bad_request"
+  "bad_request",
+  "tenant_rate",
+  "tenant_quota",
+  "disk_reserve",
+  "busy"
 ]
 
 /** Retry-After (seconds) of a tenant_limit refusal (TEN-1 §2). */
@@ -81,6 +91,13 @@ export const TENANT_LIMIT_RETRY_AFTER_S = 300
 export const OVERLOADED_RETRY_AFTER_S = 1
 /** Retry-After (seconds) when the store fails a write, or the node is starting or stopping. */
 export const UNAVAILABLE_RETRY_AFTER_S = 5
+
+/** Retry-After (seconds) of a tenant_quota refusal: the tenant's queue drains at its sinks' pace. */
+export const TENANT_QUOTA_RETRY_AFTER_S = 10
+/** Retry-After (seconds) of a disk_reserve refusal: the reserve is read every second, space comes back slowly. */
+export const DISK_RESERVE_RETRY_AFTER_S = 10
+/** Retry-After (seconds) of a busy refusal: the bodies being read finish in milliseconds to seconds. */
+export const BUSY_RETRY_AFTER_S = 1
 
 /** Longest `message` of a refusal: one that would be longer (an echoed value) is cut. */
 export const MESSAGE_MAX = 256
@@ -141,6 +158,24 @@ export const refusalOf = (e: EdgeError): Refusal => {
       return refusal(503, "unavailable", "bad_request", "a store check is already running", { "retry-after": String(UNAVAILABLE_RETRY_AFTER_S) })
     case "NotReady":
       return refusal(503, "unavailable", "unavailable", `the node is ${e.phase}`, { "retry-after": String(UNAVAILABLE_RETRY_AFTER_S) })
+    case "TenantRate":
+      return refusal(429, "tenant_rate", "tenant_rate", `this tenant may send ${e.perSec} hooks a second`, {
+        "retry-after": String(e.retryAfterS)
+      })
+    case "TenantQuota":
+      return refusal(429, "tenant_quota", "tenant_quota", `this tenant's queue holds its quota of ${e.max} bytes`, {
+        "retry-after": String(TENANT_QUOTA_RETRY_AFTER_S)
+      })
+    case "DiskReserve":
+      return refusal(503, "disk_reserve", "disk_reserve", `the store's disk has ${e.free} bytes free, under its reserve of ${e.min}`, {
+        "retry-after": String(DISK_RESERVE_RETRY_AFTER_S)
+      })
+    case "Busy":
+      // The body is left unread: the connection closes after the answer instead of draining it.
+      return refusal(503, "busy", "busy", `request bodies being read are at ${e.max} bytes`, {
+        "retry-after": String(BUSY_RETRY_AFTER_S),
+        connection: "close"
+      })
     case "StoreError":
       return refusal(
         503,

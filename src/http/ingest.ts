@@ -3,6 +3,8 @@
  * bytes under the size limit, the tenant from the source (fixed or a header),
  * Standard Webhooks verification (failures quarantined and answered 401),
  * the idempotency key, and the Writer's synced commit before `202 {id, seq}`.
+ * Admission (admission.ts: disk reserve, bytes being read, the tenant's
+ * quota and rate) is asked once the tenant is known, before the body is read.
  * Every answer is counted by outcome with its latency.
  *
  * This route is the hot path, so it is a plain Node request listener rather
@@ -19,6 +21,7 @@ import * as Signature from "../domain/signature.js"
 import { validTenantId } from "../domain/tenants.js"
 import { Quarantine } from "../lifecycle/quarantine.js"
 import { type IngestResult, type SubmitError, Writer, WriterClosed } from "../queue/writer.js"
+import * as Admission from "./admission.js"
 import { readIncoming } from "./body.js"
 import { BadRequest, type EdgeError, NotReady, type Outcome, refusalOf, UnknownSource, VerificationFailed } from "./errors.js"
 import { type ApiServices, Gate } from "./gate.js"
@@ -113,6 +116,8 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
     // The sources of the generation in force, worked out once per generation (a reload swaps them).
     const current = yield* currentOf(config)
     let view = viewOf(current())
+    // `ingest.maxBufferedBytes` sizes the listener: it needs a restart.
+    const admission = Admission.make({ maxBufferedBytes: config.ingest.maxBufferedBytes })
     const archive = config.archive.enabled
 
     const send = (res: ServerResponse, started: number, outcome: Outcome, status: number, body: unknown, headers?: Headers) => {
@@ -143,11 +148,16 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
       send(res, started, "unavailable", 500, { error: "internal" })
     }
 
-    const accept = (req: IncomingMessage, res: ServerResponse, started: number, source: LiveSource, services: Context.Context<ApiServices>, body: Uint8Array) => {
+    const accept = (
+      req: IncomingMessage,
+      res: ServerResponse,
+      started: number,
+      source: LiveSource,
+      services: Context.Context<ApiServices>,
+      tenant: string,
+      body: Uint8Array
+    ) => {
       const headers = req.headers as Headers
-      const tenant = tenantOf(source, headers)
-      if (typeof tenant !== "string") return refuse(res, started, tenant)
-
       if (source.verification !== "none") {
         const v = Signature.verify({
           header: (name) => headers[name],
@@ -199,9 +209,20 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
         const { maxBodyBytes } = view
         const services = gate.unsafeServices()
         if (services instanceof NotReady) return refuse(res, started, services)
+        const tenant = tenantOf(source, req.headers as Headers)
+        if (typeof tenant !== "string") return refuse(res, started, tenant)
+        const reserved = admission.admit(services, tenant, req.headers["content-length"], maxBodyBytes)
+        if (typeof reserved !== "number") return refuse(res, started, reserved)
+        // Released once: when the body is read (or refused), or when the request ends without that.
+        let held = true
+        const release = () => {
+          if (held) (held = false), admission.release(reserved)
+        }
+        req.once("close", release)
         readIncoming(req, maxBodyBytes, (body) => {
+          release()
           try {
-            if (body instanceof Uint8Array) accept(req, res, started, source, services, body)
+            if (body instanceof Uint8Array) accept(req, res, started, source, services, tenant, body)
             else refuse(res, started, body)
           } catch (e) {
             fault(res, started, e)

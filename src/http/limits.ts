@@ -37,7 +37,7 @@ const setLimits = (name: string) =>
     const ord = yield* Effect.flatMap(Tenants, (t) => t.ord(name))
     const auditRow = yield* Effect.flatMap(Audit, (a) => a.stage({ actor: p.name, tenants: [name], action: "limits.set", params: { override } }))
     const limits = yield* Limits
-    yield* limits.set(ord, override, auditRow)
+    yield* limits.set(ord, override, auditRow, name)
     return { tenant: name, ...limitsFields(yield* limits.get(ord)) }
   })
 

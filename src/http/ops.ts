@@ -1,16 +1,17 @@
 /**
  * Operations endpoints (product.md "Operations"; docs/api.md): `/healthz`
  * (the process serves), `/readyz` (store open, migrations done, boot
- * recovery done, not stopping), `/metrics` (Prometheus text of every Effect
+ * recovery done, not stopping, free space above the disk reserve), `/metrics` (Prometheus text of every Effect
  * metric), and the built-in demo sink of the default configuration, a plain
  * route outside the API.
  */
-import { Duration, Effect, Layer, Metric } from "effect"
+import { Context, Duration, Effect, Layer, Metric, Option } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import type { Config } from "../domain/config.js"
-import { DEMO_SINK_PATH } from "../domain/config.js"
+import { DEMO_SINK_PATH, demoSinkServed } from "../domain/config.js"
 import * as Prometheus from "../observability/prometheus.js"
+import { DiskReserve } from "../lifecycle/disk-reserve.js"
 import { Tenants } from "../queue/tenants.js"
 import { Writer } from "../queue/writer.js"
 import { Api, NotReadyYet } from "./api.js"
@@ -44,7 +45,12 @@ export const layer = HttpApiBuilder.group(Api, "ops", (handlers) =>
         Effect.timeout(Duration.seconds(READYZ_PROBE_TIMEOUT_S)),
         Effect.catch(() => Effect.succeed(false))
       )
-      return ok ? { ready: true as const, phase } : yield* new NotReadyYet({ ready: false, phase: "store_unavailable" })
+      if (!ok) return yield* new NotReadyYet({ ready: false, phase: "store_unavailable" })
+      // Under the disk reserve ingest is refused (503 disk_reserve): not ready for hooks.
+      const services = yield* Effect.option(gate.services)
+      const disk = Option.flatMap(services, (s) => Context.getOption(s, DiskReserve))
+      if (Option.isSome(disk) && disk.value.refusal() !== undefined) return yield* new NotReadyYet({ ready: false, phase: "disk_reserve" })
+      return { ready: true as const, phase }
     })
     return handlers
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
@@ -68,6 +74,6 @@ const demo = Effect.gen(function* () {
   return HttpServerResponse.empty({ status: 204 })
 })
 
-/** The demo sink's route when `http.demoSink` is on. */
+/** The demo sink's route when the configuration asks for it (`http.demoSink`, `demoSinkServed`). */
 export const demoSink = (config: Config) =>
-  config.http.demoSink ? HttpRouter.add("POST", DEMO_SINK_PATH, demo) : Layer.empty
+  demoSinkServed(config) ? HttpRouter.add("POST", DEMO_SINK_PATH, demo) : Layer.empty

@@ -3,7 +3,8 @@
  * `POST /v1/hooks/:source` to the ingest listener (ingest.ts, no fiber per
  * request) and everything else (admin, operations) to the router.
  * Every expected error is answered by `errors.ts`; a defect is logged and
- * answered 500.
+ * answered 500. Bounded (docs/configuration.md): `http.maxConnections`, and
+ * the headers and request timeouts (408, then the connection closes).
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Effect, Layer } from "effect"
@@ -16,6 +17,9 @@ import type { Gate } from "./gate.js"
 import * as Ingest from "./ingest.js"
 import * as Metrics from "./metrics.js"
 import * as Routes from "./routes.js"
+
+/** How often Node looks for requests past `http.headersTimeoutMs` or `http.requestTimeoutMs`. */
+export const CONNECTIONS_CHECK_MS = 1_000
 
 /** Every route but ingest (routes.ts: the admin and operations API, its OpenAPI document, the demo sink). */
 export const router = (config: Config) => Routes.layer(config)
@@ -44,7 +48,13 @@ export const layer = (config: Config): Layer.Layer<HttpServer.HttpServer, HttpSe
   Layer.suspend(() => {
     // Bound by the platform's layer (listen, address, close); the platform never serves on it:
     // the one request listener below does.
-    const server = createServer()
+    const server = createServer({
+      headersTimeout: config.http.headersTimeoutMs,
+      requestTimeout: config.http.requestTimeoutMs,
+      // Node checks both timeouts on this period (30 s by default): a timeout is late by at most this.
+      connectionsCheckingInterval: CONNECTIONS_CHECK_MS
+    })
+    server.maxConnections = config.http.maxConnections
     const listen = Layer.effectDiscard(
       Effect.gen(function* () {
         yield* Metrics.register

@@ -27,6 +27,7 @@ import * as ConfigLoader from "../config/config.js"
 import * as Live from "../config/live.js"
 import { checkDataDir } from "../config/data-dir.js"
 import * as DedupeSweep from "../lifecycle/dedupe-sweep.js"
+import * as DiskReserve from "../lifecycle/disk-reserve.js"
 import * as DlqCeiling from "../lifecycle/dlq-ceiling.js"
 import * as EventLoopMetrics from "../observability/event-loop-metrics.js"
 import * as Gauges from "../observability/gauges.js"
@@ -40,6 +41,7 @@ import * as Pipeline from "../delivery/pipeline.js"
 import * as ProcessMetrics from "../observability/process-metrics.js"
 import * as Quarantine from "../lifecycle/quarantine.js"
 import * as Queue from "../queue/queue.js"
+import * as QueuedBytes from "../queue/queued-bytes.js"
 import * as Reclaim from "../lifecycle/reclaim.js"
 import * as Replay from "../queue/replay.js"
 import * as StoreCheck from "../queue/format/check-service.js"
@@ -118,8 +120,11 @@ const recovery = setPhase("recovering").pipe(
   ))
 )
 
-/** 5. The services behind the gate, then the background work; the Writer wakes the pipeline through `Wake`. */
-const services = (config: Config, dataDir: string) => {
+/**
+ * 5. The services behind the gate, then the background work; the Writer wakes the pipeline through `Wake`.
+ * `QueuedBytes` reads the counters before anything writes (it is exact from then on).
+ */
+const services = (config: Config, dataDir: string, storeDir: string) => {
   const quarantine = {
     maxCount: config.quarantine.maxCount,
     maxBytes: config.quarantine.maxBytes,
@@ -129,6 +134,8 @@ const services = (config: Config, dataDir: string) => {
   return Wake.layer.pipe(
     andThen(Tenants.layer),
     andThen(Limits.layer(config.tenants.limits)),
+    andThen(QueuedBytes.layer),
+    andThen(DiskReserve.layer({ dir: storeDir, minFreeBytes: config.store.minFreeBytes })),
     andThen(Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs })),
     andThen(Quarantine.layer(quarantine)),
     andThen(Audit.layer(audit)),
@@ -203,7 +210,7 @@ export const serve = (config: Config, options: ConfigLoader.LoadOptions = {}) =>
     andThen(http(config, dataDir)),
     andThen(migrations(config)),
     andThen(recovery),
-    andThen(services(config, dataDir)),
+    andThen(services(config, dataDir, storeDir)),
     andThen(open(config, dataDir, storeDir)),
     Layer.launch,
     Effect.ensuring(Effect.logInfo("stopped"))

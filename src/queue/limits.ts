@@ -6,13 +6,20 @@
  * serves, so reads go through a bounded cache; a set commits the override
  * with its audit row in one synced batch and then updates the cache, so the
  * next tick sees it without a restart.
+ *
+ * Admission (TEN-2, issue 24) reads a tenant's ingest limits on the request
+ * path without a store read: the overrides that set an ingest field are kept
+ * in memory by tenant id, all of them, read once when the service starts (one
+ * scan of `?l` and a multi-get of the names) and updated by every set; the
+ * defaults under them follow a reload like the rest.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Stream } from "effect"
 import { LiveConfig } from "../config/live.js"
-import { tenantLimitsKey } from "../domain/keys.js"
+import { Families, familyDataRange } from "../domain/families.js"
+import { decodeTenantLimitsKey, tenantKey, tenantLimitsKey } from "../domain/keys.js"
 import * as L from "../domain/limits.js"
 import { del, type Put, put } from "../domain/ops.js"
-import { Store, type StoreError } from "../store/store.js"
+import { Store, type StoreError, type StoreShape } from "../store/store.js"
 
 /** Tenants whose effective limits the cache holds; it is cleared whole when full. */
 export const LIMITS_CACHE_ENTRIES = 100_000
@@ -32,7 +39,9 @@ export interface LimitsShape {
    * Store the override (`{}` deletes it) and `auditRow` (`Audit.stage`) in one synced batch,
    * then cache it. The ordinal must be a live tenant's (the caller resolved it).
    */
-  readonly set: (ord: number, override: L.LimitsOverride, auditRow: Put) => Effect.Effect<void, StoreError>
+  readonly set: (ord: number, override: L.LimitsOverride, auditRow: Put, tenant: string) => Effect.Effect<void, StoreError>
+  /** A tenant's effective ingest limits, from memory (no store read): the ingest path asks per request. */
+  readonly ingestOf: (tenant: string) => L.IngestLimits
 }
 
 export class Limits extends Context.Service<Limits, LimitsShape>()("ankusa/Limits") {}
@@ -41,6 +50,7 @@ export const make = (initial: L.TenantLimits) =>
   Effect.gen(function* () {
     const store = yield* Store
     const cache = new Map<number, L.TenantLimits>()
+    const ingest = yield* loadIngest(store)
     // Bumped by every set and reload: a fill that read the store before must not cache the old value.
     let generation = 0
     let defaults = initial
@@ -94,17 +104,46 @@ export const make = (initial: L.TenantLimits) =>
         return { effective: L.effective(defaults, override), override }
       })
 
-    const set = (ord: number, override: L.LimitsOverride, auditRow: Put) =>
+    const set = (ord: number, override: L.LimitsOverride, auditRow: Put, tenant: string) =>
       Effect.suspend(() => {
         const key = tenantLimitsKey(ord)
         const row = L.isEmpty(override) ? del("tenants", key) : put("tenants", key, L.encode(override))
         return Effect.map(store.write([row, auditRow], { sync: true }), () => {
           generation++
           remember(ord, L.effective(defaults, override))
+          if (L.hasIngest(override)) ingest.set(tenant, override)
+          else ingest.delete(tenant)
         })
       })
 
-    return { of, get, set } satisfies LimitsShape
+    const ingestOf = (tenant: string): L.IngestLimits => {
+      const o = ingest.get(tenant)
+      return o === undefined
+        ? defaults
+        : { ingestPerSec: o.ingestPerSec ?? defaults.ingestPerSec, maxQueuedBytes: o.maxQueuedBytes ?? defaults.maxQueuedBytes }
+    }
+
+    return { of, get, set, ingestOf } satisfies LimitsShape
   })
 
-export const layer = (defaults: L.TenantLimits): Layer.Layer<Limits, never, Store> => Layer.effect(Limits, make(defaults))
+/** Every override that sets an ingest field, by tenant id: one scan of `?l`, then the names of those ordinals. */
+const loadIngest = (store: StoreShape) =>
+  Effect.gen(function* () {
+    const rows = yield* Stream.runCollect(store.stream("tenants", familyDataRange(Families.tenant_limits)))
+    const found: Array<readonly [number, L.LimitsOverride]> = []
+    for (const row of rows) {
+      const override = L.decode(row.value)
+      if (override !== undefined && L.hasIngest(override)) found.push([decodeTenantLimitsKey(row.key), override])
+    }
+    const out = new Map<string, L.LimitsOverride>()
+    if (found.length === 0) return out
+    const names = yield* store.multiGet("tenants", found.map(([ord]) => tenantKey(ord)))
+    found.forEach(([, override], i) => {
+      const v = names[i]
+      // An erased tenant's name is an empty tombstone: nothing to admit.
+      if (v !== undefined && v.length > 0) out.set(Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("utf8"), override)
+    })
+    return out
+  })
+
+export const layer = (defaults: L.TenantLimits): Layer.Layer<Limits, StoreError, Store> => Layer.effect(Limits, make(defaults))

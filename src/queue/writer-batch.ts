@@ -86,17 +86,22 @@ export interface Built {
   readonly answers: Array<readonly [Owner, IngestResult]>
   /** Owners whose tenant got no ordinal (past `tenants.max`). */
   readonly refused: Array<Owner>
+  /** Owners `admit` refused, with the quota it named. */
+  readonly overQuota: Array<readonly [Owner, number]>
   readonly nextSeq: number
 }
+
+/** Admission's last word on a hook (TEN-2): undefined takes it; a number refuses it at that quota. */
+export type Admit = (owner: Owner, ord: number, bytes: number) => number | undefined
 
 /** The hooks of the new owners, seqs from `nextSeq` on, received at `now`. */
 export const buildHooks = (
   fresh: ReadonlyArray<Owner>,
   ords: ReadonlyMap<string, number>,
-  at: { readonly nextSeq: number; readonly node: string; readonly now: number; readonly dedupeWindowMs: number }
+  at: { readonly nextSeq: number; readonly node: string; readonly now: number; readonly dedupeWindowMs: number; readonly admit?: Admit | undefined }
 ): Built => {
   let nextSeq = at.nextSeq
-  const out: Built = { transitions: [], extra: [], answers: [], refused: [], nextSeq }
+  const out: Built = { transitions: [], extra: [], answers: [], refused: [], overQuota: [], nextSeq }
   for (const w of fresh) {
     const ord = ords.get(w.tenant)
     if (ord === undefined) {
@@ -117,6 +122,13 @@ export const buildHooks = (
       idempotencyKey: req.idempotencyKey,
       body: req.body
     })
+    // The hook's rows' bytes, exactly as `ingest` counts them; a refused hook gives its seq back.
+    const over = at.admit?.(w, ord, envelope.length * req.sinks.length)
+    if (over !== undefined) {
+      nextSeq--
+      out.overQuota.push([w, over])
+      continue
+    }
     out.transitions.push(ingest({ seq, ord, envelope, sinkCount: req.sinks.length, at: at.now, archive: req.archive }))
     if (req.idempotencyKey !== null) out.extra.push(...Dedupe.record(w.tenant, req.idempotencyKey, { seq, id, expiresAt: at.now + at.dedupeWindowMs }))
     out.answers.push([w, { id, seq, duplicate: false }])

@@ -12,12 +12,15 @@ import * as Keys from "../domain/keys.js"
 import { type Op, put } from "../domain/ops.js"
 import * as TenantOrds from "../domain/tenants.js"
 import { TenantLimit } from "../domain/tenants.js"
+import { overQuota, TenantQuota } from "../domain/admission.js"
 import { Store, type StoreError, type StoreShape } from "../store/store.js"
 import { tenants as tenantsGauge } from "../observability/delivery-metrics.js"
 import * as WriterMetrics from "../observability/writer-metrics.js"
+import { Limits } from "./limits.js"
+import { QueuedBytes } from "./queued-bytes.js"
 import { resolveOptions, type WriterOptions } from "./writer-options.js"
 import { Wake } from "./wake.js"
-import { answerItem, buildHooks, type Item, type Owner, ownersOf } from "./writer-batch.js"
+import { type Admit, answerItem, buildHooks, type Item, type Owner, ownersOf } from "./writer-batch.js"
 
 export interface IngestRequest {
   /** null means "default". */
@@ -49,7 +52,7 @@ export class WriterClosed extends Data.TaggedError("WriterClosed")<{}> {}
 /** A request the store cannot key (the edge validates first; this is the last fence). */
 export class InvalidIngest extends Data.TaggedError("InvalidIngest")<{ readonly reason: string }> {}
 
-export type SubmitError = TenantLimit | Overloaded | WriterClosed | InvalidIngest | StoreError
+export type SubmitError = TenantLimit | TenantQuota | Overloaded | WriterClosed | InvalidIngest | StoreError
 
 export interface WriterShape {
   /** Resolves only after the synced commit that holds the hook (or its first copy, for a duplicate). */
@@ -75,6 +78,8 @@ export interface WriterShape {
    * and never submit from inside it (it would wait for itself).
    */
   readonly exclusive: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** The tenant's ordinal if the Writer's cache holds it (no store read): admission's quota check at the edge. */
+  readonly ordOf: (tenant: string) => number | undefined
 }
 
 export class Writer extends Context.Service<Writer, WriterShape>()("ankusa/Writer") {}
@@ -114,6 +119,7 @@ export const make = (options: WriterOptions = {}) =>
     const o = yield* resolveOptions(options)
     const store = yield* Store
     const wake = yield* Wake
+    const quota = yield* quotaCheck
     // Advanced only after a commit succeeds: a failed commit allocates nothing.
     const state = yield* loadState(store)
     // `ankusa_tenants` from boot, and then from each commit that allocates (before its answers).
@@ -198,13 +204,16 @@ export const make = (options: WriterOptions = {}) =>
           })
         }
 
-        const { transitions, extra, answers, refused, nextSeq } = buildHooks(fresh, ords, {
+        // TEN-2: a tenant at its queued-bytes quota is refused here, before anything of it is written.
+        const { transitions, extra, answers, refused, overQuota, nextSeq } = buildHooks(fresh, ords, {
           nextSeq: state.nextSeq,
           node: state.node,
           now,
-          dedupeWindowMs: o.dedupeWindowMs
+          dedupeWindowMs: o.dedupeWindowMs,
+          admit: quota?.()
         })
         for (const w of refused) yield* fail(w.items, new TenantLimit({ max: o.tenantsMax }))
+        for (const [w, max] of overQuota) yield* fail(w.items, new TenantQuota({ max }))
         if (transitions.length === 0) return
 
         extra.push(...allocations)
@@ -345,8 +354,34 @@ export const make = (options: WriterOptions = {}) =>
         : Effect.succeed(true)
     )
 
-    return { submit, enqueue, queued, writable, exclusive: section.withPermits(1) } satisfies WriterShape
+    const ordOf = (tenant: string) => cache.get(tenant)
+
+    return { submit, enqueue, queued, writable, exclusive: section.withPermits(1), ordOf } satisfies WriterShape
   })
+
+/**
+ * The quota check (with `QueuedBytes` and `Limits` in the context; none without them): for each batch,
+ * an `Admit` that refuses a hook whose tenant's queued bytes, with the batch's hooks of it taken before,
+ * are at its `maxQueuedBytes`.
+ */
+const quotaCheck = Effect.gen(function* () {
+  const bytes = yield* Effect.serviceOption(QueuedBytes)
+  const limits = yield* Effect.serviceOption(Limits)
+  if (Option.isNone(bytes) || Option.isNone(limits)) return undefined
+  const figures = bytes.value
+  const ingestOf = limits.value.ingestOf
+  return (): Admit => {
+    const added = new Map<number, number>()
+    return (w, ord, size) => {
+      const max = ingestOf(w.tenant).maxQueuedBytes
+      if (max === 0) return undefined
+      const queued = figures.of(ord) + (added.get(ord) ?? 0)
+      if (overQuota(queued, max)) return max
+      added.set(ord, (added.get(ord) ?? 0) + size)
+      return undefined
+    }
+  }
+})
 
 /** The Writer over the `Store`, signalling `Wake` after each commit; closing its scope drains the queue (see `make`). */
 export const layer = (options: WriterOptions = {}): Layer.Layer<Writer, StoreError, Store | Wake> =>

@@ -35,6 +35,12 @@ export interface WriteMarks {
   readonly settled: Effect.Effect<boolean>
   /** A write that ended after `mark` merged a counter of `ord` (or of a tenant sharing its slot). */
   readonly movedSince: (ord: number, mark: number) => boolean
+  /**
+   * Calls `observer` with every batch the store applied, as its write ends and before its caller
+   * resumes (the in-memory queued bytes, src/queue/queued-bytes.ts). It must not throw. Returns the
+   * function that removes it.
+   */
+  readonly onCommitted: (observer: (batch: Batch) => void) => () => void
 }
 
 export interface WriteMarksTracker extends WriteMarks {
@@ -50,6 +56,11 @@ export const makeWriteMarks = (): WriteMarksTracker => {
   let sent = 0
   // Tickets of the writes sent and not ended yet.
   const open = new Set<number>()
+  const observers = new Set<(batch: Batch) => void>()
+  const committed = (batch: Batch) =>
+    Effect.sync(() => {
+      for (const f of observers) f(batch)
+    })
   const end = (ticket: number, batch: Batch) => {
     open.delete(ticket)
     generation++
@@ -81,7 +92,11 @@ export const makeWriteMarks = (): WriteMarksTracker => {
       Effect.suspend(() => {
         const ticket = sent++
         open.add(ticket)
-        return Effect.ensuring(write, Effect.sync(() => end(ticket, batch)))
-      })
+        return Effect.ensuring(observers.size === 0 ? write : Effect.tap(write, () => committed(batch)), Effect.sync(() => end(ticket, batch)))
+      }),
+    onCommitted: (observer) => {
+      observers.add(observer)
+      return () => void observers.delete(observer)
+    }
   }
 }

@@ -1,9 +1,10 @@
 /**
- * One tenant: its six counters, its newest dead rows, and purge, after a confirmation that names
+ * One tenant: its six counters, its limits (dispatch and admission; an overridden one says so),
+ * its newest dead rows, and purge, after a confirmation that names
  * the tenant and how many rows of each kind will be deleted.
  */
 import { useState } from "preact/hooks"
-import { api, type Counters } from "../api.js"
+import { api, type Counters, type TenantLimits } from "../api.js"
 import { Confirm } from "../components/confirm.js"
 import { DeadTable } from "../components/dead-table.js"
 import { Stats } from "../components/stats.js"
@@ -22,6 +23,25 @@ const counterStats = (c: Counters) => [
   { key: "bytes", label: "Bytes", value: F.bytes(c.bytes) },
   { key: "archive_pending", label: "Archive pending", value: F.count(c.archive_pending) }
 ]
+
+const unlimited = (n: number, shown: string) => (n === 0 ? "unlimited" : shown)
+
+const limitStats = (c: Counters) => {
+  const l = c.limits
+  const stat = (key: keyof TenantLimits, label: string, value: string) => ({
+    key,
+    label,
+    value: c.limits_override[key] === undefined ? value : `${value} (override)`,
+    hint: c.limits_override[key] === undefined ? "the configured default (tenants.limits)" : "this tenant's override"
+  })
+  return [
+    stat("weight", "Weight", F.count(l.weight)),
+    stat("maxInflight", "Max inflight", unlimited(l.maxInflight, F.count(l.maxInflight))),
+    stat("ratePerSec", "Deliveries / s", unlimited(l.ratePerSec, F.rate(l.ratePerSec))),
+    stat("ingestPerSec", "Ingest / s", unlimited(l.ingestPerSec, F.rate(l.ingestPerSec))),
+    stat("maxQueuedBytes", "Queued bytes quota", unlimited(l.maxQueuedBytes, F.bytes(l.maxQueuedBytes)))
+  ]
+}
 
 const Purge = ({ counters, onDone }: { readonly counters: Counters; readonly onDone: () => void }) => {
   const [kinds, setKinds] = useState<ReadonlySet<Kind>>(new Set<Kind>(["pending", "dead"]))
@@ -95,6 +115,10 @@ export const Tenant = ({ tenant }: { readonly tenant: string }) => {
       ) : (
         <>
           <Stats label={`Counters of ${tenant}`} stats={counterStats(counters.data)} />
+          <section aria-labelledby="tenant-limits-title">
+            <h2 id="tenant-limits-title">Limits</h2>
+            <Stats label={`Limits of ${tenant}`} stats={limitStats(counters.data)} />
+          </section>
           <section aria-labelledby="tenant-dead-title">
             <h2 id="tenant-dead-title">Newest dead rows</h2>
             {dead.error !== undefined && <Problem error={dead.error} />}

@@ -1,0 +1,90 @@
+/**
+ * Admission (TEN-2, issue 24): the one place the ingest listener asks,
+ * once it knows the tenant and before it reads a byte of the body, whether
+ * to take the request. In order, and with one answer shape (errors.ts):
+ * the disk reserve (503 `disk_reserve`), the bytes being read across
+ * requests (503 `busy`), the tenant's queued bytes (429 `tenant_quota`,
+ * when the Writer's cache knows its ordinal; the Writer checks again in its
+ * commit, before anything is written) and the tenant's ingest rate (429
+ * `tenant_rate`). No store read: each figure is in memory.
+ */
+import { Context, Option } from "effect"
+import * as A from "../domain/admission.js"
+import { DiskReserve } from "../lifecycle/disk-reserve.js"
+import { Limits } from "../queue/limits.js"
+import { QueuedBytes } from "../queue/queued-bytes.js"
+import { Writer } from "../queue/writer.js"
+import type { ApiServices } from "./gate.js"
+
+/** Rate buckets kept before the full ones are swept; a bucket not yet refilled is never dropped. */
+export const INGEST_BUCKETS_SWEEP = 65_536
+
+export interface AdmissionOptions {
+  /** `ingest.maxBufferedBytes`. */
+  readonly maxBufferedBytes: number
+}
+
+export interface Admission {
+  /**
+   * A refusal, or the bytes reserved of `maxBufferedBytes` until `release(bytes)` (called once,
+   * when the body has been read or the request has ended).
+   */
+  readonly admit: (
+    services: Context.Context<ApiServices>,
+    tenant: string,
+    contentLength: string | undefined,
+    maxBodyBytes: number
+  ) => A.AdmissionRefusal | number
+  readonly release: (bytes: number) => void
+  /** Bytes reserved now (tests). */
+  readonly buffered: () => number
+}
+
+export const make = (options: AdmissionOptions): Admission => {
+  let buffered = 0
+  const buckets = new Map<string, A.Bucket>()
+
+  const sweep = (now: number) => {
+    for (const [tenant, b] of buckets) {
+      const perSec = b.perSec
+      if (A.refill(b, perSec, now).tokens >= A.capacityOf(perSec)) buckets.delete(tenant)
+    }
+  }
+
+  const rate = (tenant: string, perSec: number, now: number): A.TenantRate | undefined => {
+    if (perSec === 0) return undefined
+    let b = buckets.get(tenant)
+    if (b === undefined) {
+      if (buckets.size >= INGEST_BUCKETS_SWEEP) sweep(now)
+      b = { tokens: A.capacityOf(perSec), at: now, perSec }
+      buckets.set(tenant, b)
+    }
+    // A limit changed by an override applies from the next request on.
+    b.perSec = perSec
+    const taken = A.take(b, perSec, now)
+    return taken === true ? undefined : new A.TenantRate({ perSec, retryAfterS: taken })
+  }
+
+  const admit: Admission["admit"] = (services, tenant, contentLength, maxBodyBytes) => {
+    const disk = Context.getOption(services, DiskReserve)
+    const low = Option.isSome(disk) ? disk.value.refusal() : undefined
+    if (low !== undefined) return low
+    const reserve = A.reservationOf(contentLength, maxBodyBytes)
+    // An empty budget still takes one request, however large.
+    if (buffered > 0 && buffered + reserve > options.maxBufferedBytes) return new A.Busy({ max: options.maxBufferedBytes })
+    const limits = Context.get(services, Limits).ingestOf(tenant)
+    if (limits.maxQueuedBytes > 0) {
+      const ord = Context.get(services, Writer).ordOf(tenant)
+      const bytes = Context.getOption(services, QueuedBytes)
+      if (ord !== undefined && Option.isSome(bytes) && A.overQuota(bytes.value.of(ord), limits.maxQueuedBytes)) {
+        return new A.TenantQuota({ max: limits.maxQueuedBytes })
+      }
+    }
+    const limited = rate(tenant, limits.ingestPerSec, Date.now())
+    if (limited !== undefined) return limited
+    buffered += reserve
+    return reserve
+  }
+
+  return { admit, release: (bytes) => void (buffered -= bytes), buffered: () => buffered }
+}
