@@ -145,10 +145,10 @@ const TCHAR = new Uint8Array(256)
 for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TCHAR[c.charCodeAt(0)] = 1
 
 /**
- * A head (or trailer section) holds only field bytes (RFC 9110 §5.5: HTAB, SP, VCHAR, obs-text;
- * the reason phrase's are the same, RFC 9112 §4) and CR only before LF, LF only after CR.
+ * Field lines (a head's after its status line, or trailers) hold only field bytes (RFC 9110 §5.5:
+ * HTAB, SP, VCHAR, obs-text), CR only before LF and LF only after CR (RFC 9112 §2.2).
  */
-const BAD_HEAD_BYTES = /[^\t\r\n\x20-\x7e\x80-\xff]|\r(?!\n)|(?<!\r)\n/
+const BAD_FIELD_BYTES = /[^\t\r\n\x20-\x7e\x80-\xff]|\r(?!\n)|(?<!\r)\n/g
 
 const TOKEN = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+"
 const QUOTED = '"(?:[\\t \\x21\\x23-\\x5b\\x5d-\\x7e\\x80-\\xff]|\\\\[\\t\\x20-\\x7e\\x80-\\xff])*"'
@@ -214,10 +214,15 @@ const fields = (text: string, at: number, wanted: ((name: string, value: string)
 
 /** One answer's head parsed: the framing of its body, or why it is not an answer we can read. */
 const parseHead = (p: Parser, head: string, conn: Conn, origin: Origin): string | undefined => {
-  if (BAD_HEAD_BYTES.test(head)) return "malformed answer head"
-  // "HTTP/1.x SSS" then a space and a reason, or the line's end (RFC 9112 §4).
+  // "HTTP/1.x SSS" then a space and a reason, or the line's end (RFC 9112 §4). The reason's bytes
+  // are not read (§4: a client SHOULD ignore it), as llhttp does, but it has no bare CR or LF.
   let eol = head.indexOf("\r\n")
   if (eol < 0) eol = head.length
+  const cr = head.indexOf("\r")
+  const lf = head.indexOf("\n")
+  if ((cr >= 0 && cr < eol) || (lf >= 0 && lf <= eol)) return "malformed status line"
+  BAD_FIELD_BYTES.lastIndex = eol
+  if (BAD_FIELD_BYTES.test(head)) return "malformed header line"
   if (
     !head.startsWith("HTTP/1.") || (head.charCodeAt(7) !== 48 && head.charCodeAt(7) !== 49) || head.charCodeAt(8) !== 32 ||
     !isDigit(head.charCodeAt(9)) || !isDigit(head.charCodeAt(10)) || !isDigit(head.charCodeAt(11)) || (eol > 12 && head.charCodeAt(12) !== 32)
@@ -328,7 +333,8 @@ const feed = (p: Parser, chunk: Buffer, conn: Conn, origin: Origin): "done" | "d
         p.text = ""
         if (p.phase === "trailers") {
           // RFC 9112 §7.1.2: field lines as in a head, none of them read.
-          const why = BAD_HEAD_BYTES.test(text) ? "malformed trailers" : fields(text, 0, undefined)
+          BAD_FIELD_BYTES.lastIndex = 0
+          const why = BAD_FIELD_BYTES.test(text) ? "malformed trailers" : fields(text, 0, undefined)
           if (why !== undefined) return why
           return complete(at)
         }
