@@ -169,6 +169,16 @@ describe.skipIf(unavailable !== undefined)("console", { timeout: 90_000 }, () =>
     const page = await openConsole(w, GLOBAL_TOKEN)
     await page.goto(`${w.url}/ui/#/tenants/globex`)
     await poll(() => stat(page, "scheduled").textContent()).toBe("3")
+    // Its limits: the defaults, and an override set over the API marked as one.
+    expect(await stat(page, "ingestPerSec").textContent()).toBe("unlimited")
+    const set = await fetch(`${w.url}/v1/tenants/globex/limits`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${GLOBAL_TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ ingestPerSec: 100 })
+    })
+    expect(set.status).toBe(200)
+    await poll(() => stat(page, "ingestPerSec").textContent(), { timeout: 10_000 }).toBe("100 (override)")
+    expect(await stat(page, "maxQueuedBytes").textContent()).toBe("unlimited")
 
     // Cancel deletes nothing.
     await page.getByRole("button", { name: "Purge…" }).click()
