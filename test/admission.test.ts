@@ -8,6 +8,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Result } from "effect"
 import * as http from "node:http"
+import * as net from "node:net"
 import * as Cfg from "../src/domain/config.js"
 import { Queue } from "../src/queue/queue.js"
 import { adminCall, adminConfig, GLOBAL } from "./admin-fixture.js"
@@ -230,6 +231,35 @@ describe("admission", () => {
         for (const s of slow) s.destroy()
       })
     ), { timeout: 60_000 })
+
+  it.live("past http.maxConnections a new connection is closed unanswered", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const edge = yield* startEdge(adminConfig({ http: { maxConnections: 4 } }))
+        const { hostname, port } = new URL(edge.url)
+        const open = () =>
+          new Promise<net.Socket>((resolve, reject) => {
+            const socket = net.connect(Number(port), hostname, () => resolve(socket))
+            socket.on("error", reject)
+          })
+        /** A GET /healthz on a fresh connection: its status line, or "closed" if the server closed it unanswered. */
+        const probe = () =>
+          new Promise<string>((resolve) => {
+            let answer = ""
+            const socket = net.connect(Number(port), hostname, () => socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+            socket.on("data", (c: Buffer) => (answer += c.toString("latin1")))
+            socket.on("error", () => {})
+            socket.on("close", () => resolve(answer === "" ? "closed" : answer.split("\r\n")[0]!))
+          })
+        const idle = yield* Effect.promise(() => Promise.all(Array.from({ length: 4 }, open)))
+        yield* sleep(100)
+        expect(yield* Effect.promise(probe)).toBe("closed")
+        idle[0]!.destroy()
+        yield* sleep(200)
+        expect(yield* Effect.promise(probe)).toBe("HTTP/1.1 200 OK")
+        for (const s of idle) s.destroy()
+      })
+    ), { timeout: 30_000 })
 
   it.live("the demo sink is off unless the configuration asks for it", () =>
     Effect.gen(function* () {
