@@ -16,7 +16,7 @@ import { QueuedBytes } from "../queue/queued-bytes.js"
 import { Writer } from "../queue/writer.js"
 import type { ApiServices } from "./gate.js"
 
-/** Rate buckets kept before the full ones are swept; a bucket not yet refilled is never dropped. */
+/** Rate buckets kept before the full ones are swept (at most once a second); a bucket not yet refilled is never dropped. */
 export const INGEST_BUCKETS_SWEEP = 65_536
 
 export interface AdmissionOptions {
@@ -43,8 +43,10 @@ export interface Admission {
 export const make = (options: AdmissionOptions): Admission => {
   let buffered = 0
   const buckets = new Map<string, A.Bucket>()
+  let swept = 0
 
   const sweep = (now: number) => {
+    swept = now
     for (const [tenant, b] of buckets) {
       const perSec = b.perSec
       if (A.refill(b, perSec, now).tokens >= A.capacityOf(perSec)) buckets.delete(tenant)
@@ -55,7 +57,8 @@ export const make = (options: AdmissionOptions): Admission => {
     if (perSec === 0) return undefined
     let b = buckets.get(tenant)
     if (b === undefined) {
-      if (buckets.size >= INGEST_BUCKETS_SWEEP) sweep(now)
+      // Once a second at most: a sweep that finds little to drop is not repeated on every new tenant.
+      if (buckets.size >= INGEST_BUCKETS_SWEEP && now - swept >= 1_000) sweep(now)
       b = { tokens: A.capacityOf(perSec), at: now, perSec }
       buckets.set(tenant, b)
     }
