@@ -51,7 +51,9 @@ const override = fc.record(
   {
     weight: fc.integer({ min: 1, max: L.WEIGHT_MAX }),
     maxInflight: fc.integer({ min: 0, max: L.MAX_INFLIGHT_MAX }),
-    ratePerSec: fc.oneof(fc.integer({ min: 0, max: L.RATE_MAX }), fc.double({ min: 0, max: L.RATE_MAX, noNaN: true }))
+    ratePerSec: fc.oneof(fc.integer({ min: 0, max: L.RATE_MAX }), fc.double({ min: 0, max: L.RATE_MAX, noNaN: true })),
+    ingestPerSec: fc.oneof(fc.integer({ min: 0, max: L.RATE_MAX }), fc.double({ min: 0, max: L.RATE_MAX, noNaN: true })),
+    maxQueuedBytes: fc.oneof(fc.integer({ min: 0, max: 1 << 30 }), fc.maxSafeNat())
   },
   { requiredKeys: [] }
 ).map((o): L.LimitsOverride => ({ ...o })) // fast-check's partial records have a null prototype
@@ -71,7 +73,8 @@ describe("tenant limits: codec and schema", () => {
       Buffer.from([1]),
       Buffer.from([1, 0]), // an empty mask is never stored
       Buffer.from([2, 1, 0, 7]), // another version
-      Buffer.from([1, 8, 0, 7]), // an unknown field bit
+      Buffer.from([1, 32, 0, 7]), // an unknown field bit
+      Buffer.concat([Buffer.from([1, 16]), Buffer.from(new Float64Array([1.5]).buffer).reverse()]), // maxQueuedBytes not an integer
       good.subarray(0, good.length - 1), // truncated
       Buffer.concat([good, Buffer.from([0])]), // trailing byte
       Buffer.from([1, 1, 0, 0]), // weight 0
