@@ -18,6 +18,9 @@ import { startSink } from "./sink-server.js"
 /** A sink that holds every call far past the test: rows stay inflight, so only the test's ticks claim. */
 const holding = startSink(() => ({ status: 204, delayMs: 60_000 }))
 
+/** Room for every row a test claims (sinks[].maxWaiting): the scheduler alone decides what is claimed. */
+const roomy = { timeoutMs: 120_000, maxWaiting: 100_000 }
+
 /** Limits by ordinal, the defaults for the rest. */
 const limitsBy = (by: ReadonlyMap<number, Partial<TenantLimits>>) => (ords: ReadonlyArray<number>) =>
   Effect.succeed(ords.map((o) => ({ ...DEFAULT_LIMITS, ...by.get(o) })))
@@ -72,7 +75,7 @@ describe("fair dispatch (TEN-3)", () => {
                       quantumRows: 1,
                       graceMs: 0,
                       limitsOf: limitsBy(by),
-                      sinks: [sinkOf("s", sink.url, { timeoutMs: 120_000 })]
+                      sinks: [sinkOf("s", sink.url, roomy)]
                     })
                     const perTick: Array<Map<number, number>> = []
                     for (let i = 0; i < ticks; i++) perTick.push(countByTenant((yield* pipeline.tick).claimed))
@@ -111,7 +114,7 @@ describe("fair dispatch (TEN-3)", () => {
         claimLimit: 100,
         maxInflight: 100_000,
         graceMs: 0,
-        sinks: [sinkOf("s", sink.url, { timeoutMs: 120_000 })]
+        sinks: [sinkOf("s", sink.url, roomy)]
       })
       for (let i = 0; i < 7; i++) yield* pipeline.tick
       const [quiet] = yield* ingest([{ tenant: "quiet", sinks: ["s"], at: Date.now() - 1 }])
@@ -136,7 +139,7 @@ describe("fair dispatch (TEN-3)", () => {
         claimLimit: 25,
         maxInflight: 100_000,
         graceMs: 0,
-        sinks: [sinkOf("s", sink.url, { timeoutMs: 120_000 })]
+        sinks: [sinkOf("s", sink.url, roomy)]
       })
       const first = yield* pipeline.tick
       expect(first.claimed).toHaveLength(25)
@@ -200,7 +203,7 @@ describe("fair dispatch (TEN-3)", () => {
         maxInflight: 100_000,
         graceMs: 0,
         limitsOf: limitsBy(new Map([[limited, { ratePerSec: 20 }]])),
-        sinks: [sinkOf("s", sink.url, { timeoutMs: 120_000 })]
+        sinks: [sinkOf("s", sink.url, roomy)]
       })
       // Ten seconds of 100 ms ticks on the test clock.
       let got = 0
@@ -222,7 +225,7 @@ describe("fair dispatch (TEN-3)", () => {
         tickMs: 60_000,
         maxInflight: 1_000,
         claimLimit: 1_000,
-        sinks: [sinkOf("s", sink.url, { concurrency: 4 })]
+        sinks: [sinkOf("s", sink.url, { concurrency: 4, maxWaiting: 1_000 })]
       })
       // Every flood row is claimed and waits for the sink's four slots.
       expect((yield* pipeline.tick).claimed).toHaveLength(100)
@@ -284,7 +287,7 @@ describe("fair dispatch (TEN-3)", () => {
         claimLimit: 50,
         maxInflight: 100_000,
         graceMs: 0,
-        sinks: [sinkOf("s", sink.url, { timeoutMs: 120_000 })]
+        sinks: [sinkOf("s", sink.url, roomy)]
       })
       const replay = yield* Replay.make.pipe(Effect.provide(w.context))
       const revived = yield* replay.replay({ ords: [dead[0]!.ord] }, { chunk: 500, maxRevived: 10_000, maxScanned: 10_000 })

@@ -318,7 +318,7 @@ describe("pipeline", () => {
         claimLimit: 5,
         maxInflight: 1_000,
         graceMs: 0,
-        sinks: [sinkOf("s", sink.url, { concurrency: 1, timeoutMs: 60_000 })]
+        sinks: [sinkOf("s", sink.url, { concurrency: 1, timeoutMs: 60_000, maxWaiting: 1_000 })]
       })
       const r = yield* pipeline.tick
       // Five rows for six tenants: one row each for the first five of the round.

@@ -19,7 +19,11 @@ import { allocAll, allocOps, commit, envelope } from "./queue-helpers.js"
 // ---------------------------------------------------------------------------
 // A model of the queue: where every delivery row is, what it weighs.
 
-type State = { readonly t: "due"; readonly at: number; readonly kind: 0 | 1 } | { readonly t: "inflight" } | { readonly t: "dead"; readonly at: number }
+type State =
+  | { readonly t: "due"; readonly at: number; readonly kind: 0 | 1 }
+  // `from`: the due row it was claimed from (an unclaim puts it back), when claimed by `claim`.
+  | { readonly t: "inflight"; readonly from?: { readonly at: number; readonly kind: 0 | 1 } }
+  | { readonly t: "dead"; readonly at: number }
 
 interface MRow {
   readonly seq: number
@@ -78,6 +82,7 @@ const OPS = [
   "deadLetter",
   "revive",
   "recover",
+  "unclaim",
   "expand",
   "purge",
   "settle",
@@ -97,6 +102,7 @@ const WEIGHT: Readonly<Record<(typeof OPS)[number], number>> = {
   deadLetter: 3,
   revive: 1,
   recover: 1,
+  unclaim: 1,
   expand: 2,
   purge: 2,
   settle: 1,
@@ -153,7 +159,7 @@ const step = (store: StoreShape, queue: Queue.QueueShape, m: Model, c: Command) 
         const chosen = [...new Set(Array.from({ length: c.n }, (_, i) => pickFrom(due, c.pick + i)!))].filter((r) => r !== undefined)
         if (chosen.length === 0) return
         yield* commit(store, chosen.map((r) => Deliveries.claim(dueRef(r), { size: r.size, kind: r.state.kind })))
-        for (const r of chosen) (r as MRow).state = { t: "inflight" }
+        for (const r of chosen) (r as MRow).state = { t: "inflight", from: { at: r.state.at, kind: r.state.kind } }
         hit(c.op)
         return
       }
@@ -199,6 +205,16 @@ const step = (store: StoreShape, queue: Queue.QueueShape, m: Model, c: Command) 
         if (r === undefined) return
         yield* commit(store, [Deliveries.recover(inflightRef(r), r.size, now)])
         r.state = { t: "due", at: now, kind: 0 }
+        hit(c.op)
+        return
+      }
+      case "unclaim": {
+        // A tick that failed after its claim gives the rows back as they were.
+        const r = pickFrom(m.rowsIn("inflight").filter((x) => x.state.t === "inflight" && x.state.from !== undefined), c.pick)
+        if (r === undefined || r.state.t !== "inflight" || r.state.from === undefined) return
+        const from = r.state.from
+        yield* queue.unclaim([{ ref: { ord: r.ord, at: from.at, seq: r.seq, sink: r.sink }, value: { size: r.size, kind: from.kind } }])
+        r.state = { t: "due", at: from.at, kind: from.kind }
         hit(c.op)
         return
       }

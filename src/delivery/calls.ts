@@ -1,6 +1,7 @@
 /**
- * The pipeline's sink calls (docs/delivery.md "Connections", "Limits";
- * docs/architecture.md "The pipeline"): per sink, a FIFO of claimed rows
+ * The pipeline's sink calls (docs/delivery.md "Connections", "Limits", "Fair dispatch";
+ * docs/architecture.md "The pipeline"): per sink, the admission of claimed rows (at most
+ * `concurrency + maxWaiting` held, a fair share of them a tenant), a FIFO of claimed rows
  * whose calls start `concurrency` at a time as earlier ones end, each call
  * the sink client's callback chain (a 2xx settled from its answer; a call
  * that did not deliver hands its outcome to a fiber in one FiberSet, which
@@ -14,14 +15,13 @@ import * as Retry from "../domain/retry-schedule.js"
 import { parseSecret } from "../domain/signature.js"
 import * as M from "../observability/delivery-metrics.js"
 import { type Outcomes, type Settled } from "./outcomes.js"
-import { type PipelineOptions, type PipelineState } from "./options.js"
+import { DEFAULT_MAX_PAUSE_MS, maxWaitingOf, SINK_PACE_WINDOW_MS, type DispatchSinkOptions, type PipelineOptions, type PipelineState } from "./options.js"
 import { type DeliveryRow, type DueEntry, type QueueShape } from "../queue/queue.js"
 import type { Fair } from "./fair.js"
 import { makeRetryLog } from "./retry-log.js"
 import { DEFAULT_429_PAUSE_MS, makeSinkPace, type SinkPace } from "./sink-pace.js"
 import { makeTenantQueue, type TenantQueue } from "./sink-queue.js"
 import * as SinkClient from "./sink-client.js"
-import { type SinkOptions } from "./sink-client.js"
 import type { StoreError } from "../store/store.js"
 
 export interface Claimed {
@@ -36,7 +36,7 @@ interface Job {
 }
 
 interface Sink {
-  readonly options: SinkOptions
+  readonly options: DispatchSinkOptions
   readonly key: Uint8Array | undefined
   /** Its keep-alive connections (`concurrency` at most). */
   readonly transport: SinkClient.Transport
@@ -44,6 +44,15 @@ interface Sink {
   readonly waiting: TenantQueue<Job>
   /** Calls in flight (`concurrency` at most). */
   running: number
+  /** Rows admitted and not finished calling (waiting or calling), `capacityOf` at most, and by tenant. */
+  held: number
+  readonly heldBy: Map<number, number>
+  readonly maxWaiting: number
+  /** Calls started in the current SINK_PACE_WINDOW_MS window and the one before, and when the current one began. */
+  readonly started: { cur: number; prev: number; since: number }
+  readonly maxPauseMs: number
+  /** Tenants with rows refused for want of room, each with the lowest `at` refused (where its read resumes). */
+  readonly parked: Map<number, number>
   readonly latency: (seconds: number) => void
   /** Its rate limit and 429 pause, shared by every tenant routed to it. */
   readonly pace: SinkPace
@@ -55,6 +64,23 @@ interface Sink {
 }
 
 export interface SinkCalls {
+  /**
+   * Whether the claim may take a row of tenant `ord` for sink `name` (undefined: its hook or sink
+   * is gone; always admitted, it is settled at once): the sink has room and the tenant is under
+   * its share of it. An admitted row holds its place until its call ends, or `endClaim(false)`;
+   * a refused one parks its tenant on the sink until the sink has room again.
+   */
+  readonly admit: (ord: number, name: string | undefined, at: number) => boolean
+  /** Whether a sink other than those named has room (a tenant refused by those may still have rows for it). */
+  readonly roomBesides: (names: ReadonlySet<string>) => boolean
+  /** Places free over every sink (`capacity − held`): the most a claim could route. */
+  readonly room: () => number
+  /** The tick's claim is done: the rows admitted since the last call are routed (`kept`) or were given back. */
+  readonly endClaim: (kept: boolean) => void
+  /** Tenants parked on sinks whose waiting rows are down to half their `maxWaiting`: each with the lowest `at` refused. Cleared by the call. */
+  readonly unparked: () => ReadonlyArray<{ readonly ord: number; readonly at: number }>
+  /** By sink: calls running, rows waiting for a connection, and tenants parked (tests, docs/delivery.md). */
+  readonly sinkStats: () => ReadonlyMap<string, { readonly running: number; readonly waiting: number; readonly parked: number }>
   /**
    * Hand a claimed row to its sink's queue, synchronously (its call is forked when a slot is
    * free); a row that cannot be called comes back as the effect that settles it.
@@ -68,16 +94,17 @@ export interface SinkCalls {
   readonly cut: Effect.Effect<void>
   /**
    * A reload's sinks (docs/configuration.md "Reloading"): an added one gets its pool, a changed one a
-   * new pool that its waiting rows move to (calls on the wire finish on the old pool, which then
-   * closes), a removed one's waiting rows are dead-lettered (`sink removed`) and its pool closes.
+   * new pool that its waiting rows (and their places) move to (calls on the wire finish on the old
+   * pool, which then closes), a removed one's waiting rows are dead-lettered (`sink removed`), its
+   * parked tenants come back to the round, and its pool closes.
    */
-  readonly reconfigure: (sinks: ReadonlyArray<SinkOptions>) => void
+  readonly reconfigure: (sinks: ReadonlyArray<DispatchSinkOptions>) => void
 }
 
 /**
  * The configured sinks, each with its keep-alive transport, closed when the layer's scope does.
- * Their queues are unbounded as queues, bounded by construction: every job is a claimed row, and
- * claims stop at `maxInflight` rows not yet settled.
+ * Their queues are unbounded as queues, bounded by construction: every job is an admitted row,
+ * and a sink admits `concurrency + maxWaiting` rows not yet called out at most.
  */
 const openSinks = (o: PipelineOptions) =>
   Effect.gen(function* () {
@@ -86,12 +113,18 @@ const openSinks = (o: PipelineOptions) =>
     const sinks = new Map<string, Sink>()
     // Retired by a reload with calls still on the wire: closed at shutdown if they are still open then.
     const retiring = new Set<Sink>()
-    const open = (s: SinkOptions): Sink => ({
+    const open = (s: DispatchSinkOptions): Sink => ({
       options: s,
       key: s.secret === undefined ? undefined : parseSecret(s.secret),
       transport: SinkClient.transport(s),
       waiting: makeTenantQueue<Job>(),
       running: 0,
+      held: 0,
+      heldBy: new Map(),
+      maxWaiting: maxWaitingOf(s),
+      started: { cur: 0, prev: 0, since: 0 },
+      maxPauseMs: s.maxPauseMs ?? DEFAULT_MAX_PAUSE_MS,
+      parked: new Map(),
       latency: M.latencyRecorder(s.name, context),
       pace: makeSinkPace(s.ratePerSec ?? 0),
       timer: undefined,
@@ -212,6 +245,105 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
         Effect.ensuring(Effect.sync(finish))
       )
 
+    /** Calls the sink started in about the last SINK_PACE_WINDOW_MS (the window before, weighted by how much of it that covers). */
+    const startedRecently = (sink: Sink, at: number): number => {
+      const w = sink.started
+      if (at - w.since >= 2 * SINK_PACE_WINDOW_MS) {
+        w.prev = 0
+        w.cur = 0
+        w.since = at
+      } else if (at - w.since >= SINK_PACE_WINDOW_MS) {
+        w.prev = w.cur
+        w.cur = 0
+        w.since += SINK_PACE_WINDOW_MS
+      }
+      return w.cur + w.prev * (1 - (at - w.since) / SINK_PACE_WINDOW_MS)
+    }
+
+    /** Rows a sink may hold: its calls, and `maxWaiting` waiting, or as many as it started lately if more. */
+    const capacityOf = (sink: Sink): number => sink.options.concurrency + Math.max(sink.maxWaiting, Math.floor(startedRecently(sink, now())))
+
+    /** Rows admitted by the claim in progress, given back if it fails. */
+    let reserved: Array<{ readonly sink: Sink; readonly ord: number }> = []
+    /** Tenants parked on sinks a reload removed: back to the round at the next tick. */
+    let orphaned: Array<{ readonly ord: number; readonly at: number }> = []
+
+    const hold = (sink: Sink, ord: number, n: number): void => {
+      sink.held += n
+      const v = (sink.heldBy.get(ord) ?? 0) + n
+      if (v > 0) sink.heldBy.set(ord, v)
+      else sink.heldBy.delete(ord)
+    }
+
+    const park = (sink: Sink, ord: number, at: number): false => {
+      const p = sink.parked.get(ord)
+      if (p === undefined || at < p) sink.parked.set(ord, at)
+      return false
+    }
+
+    const admit = (ord: number, name: string | undefined, at: number): boolean => {
+      const sink = name === undefined ? undefined : sinks.get(name)
+      if (sink === undefined || cut) return true
+      const capacity = capacityOf(sink)
+      if (sink.held >= capacity) return park(sink, ord, at)
+      // While other tenants wait for room (parked), a tenant holds at most its fair share of the
+      // sink's places: the capacity over the tenants holding or wanting some, at least one.
+      if (sink.parked.size > (sink.parked.has(ord) ? 1 : 0)) {
+        let contenders = sink.heldBy.size
+        for (const p of sink.parked.keys()) if (!sink.heldBy.has(p)) contenders++
+        if (!sink.heldBy.has(ord) && !sink.parked.has(ord)) contenders++
+        const share = Math.max(1, Math.floor(capacity / contenders))
+        if ((sink.heldBy.get(ord) ?? 0) >= share) return park(sink, ord, at)
+      }
+      hold(sink, ord, 1)
+      reserved.push({ sink, ord })
+      return true
+    }
+
+    const roomBesides = (names: ReadonlySet<string>): boolean => {
+      for (const [name, sink] of sinks) if (!names.has(name) && sink.held < capacityOf(sink)) return true
+      return false
+    }
+
+    const room = (): number => {
+      // No sink configured: every row is settled without a call, none needs a place.
+      if (sinks.size === 0) return Number.POSITIVE_INFINITY
+      let n = 0
+      for (const sink of sinks.values()) n += Math.max(0, capacityOf(sink) - sink.held)
+      return n
+    }
+
+    state.room = room
+    state.capacity = () => {
+      if (sinks.size === 0) return Number.POSITIVE_INFINITY
+      let n = 0
+      for (const sink of sinks.values()) n += capacityOf(sink)
+      return n
+    }
+
+    const endClaim = (kept: boolean): void => {
+      for (const r of reserved) {
+        if (!kept || r.sink.retired) hold(r.sink, r.ord, -1)
+        // A reload replaced the sink during the claim: the row's place is on the sink now in force.
+        const current = kept && r.sink.retired ? sinks.get(r.sink.options.name) : undefined
+        if (current !== undefined) hold(current, r.ord, 1)
+      }
+      reserved = []
+    }
+
+    const unparked = (): Array<{ readonly ord: number; readonly at: number }> => {
+      const out = orphaned
+      orphaned = []
+      for (const sink of sinks.values()) {
+        if (sink.parked.size === 0) continue
+        const capacity = capacityOf(sink)
+        if (sink.held - sink.running > Math.floor((capacity - sink.options.concurrency) / 2) || sink.held >= capacity) continue
+        for (const [ord, at] of sink.parked) out.push({ ord, at })
+        sink.parked.clear()
+      }
+      return out
+    }
+
     const route = (c: Claimed, env: Envelope | undefined): Effect.Effect<void> | undefined => {
       const name = env?.sinks[c.ref.sink]
       const sink = name === undefined ? undefined : sinks.get(name)
@@ -246,15 +378,16 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
     /** Calls in flight (their cut, for shutdown: a call cut so has no outcome). */
     const live = new Set<{ readonly stop: () => void; readonly sink: Sink }>()
 
-    /** A call ended: its slot is free, and the next waiting row's call may start. */
-    const free = (sink: Sink): void => {
+    /** A call ended: its slot and its place are free, and the next waiting row's call may start. */
+    const free = (sink: Sink, ord: number): void => {
       sink.running -= 1
+      hold(sink, ord, -1)
       if (sink.retired) {
         if (sink.running === 0) registry.close(sink)
       } else pump(sink)
     }
 
-    const reconfigure = (next: ReadonlyArray<SinkOptions>): void => {
+    const reconfigure = (next: ReadonlyArray<DispatchSinkOptions>): void => {
       const names = new Set(next.map((s) => s.name))
       for (const s of next) {
         const old = sinks.get(s.name)
@@ -262,8 +395,15 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
         const sink = registry.open(s)
         sinks.set(s.name, sink)
         if (old === undefined) continue
-        // Its waiting rows go to the new pool, in their turn order.
-        for (let job = old.waiting.shift(); job !== undefined; job = old.waiting.shift()) sink.waiting.push(job.claimed.ref.ord, job)
+        // Its waiting rows go to the new pool, in their turn order, with their places; so do its parked tenants.
+        for (let job = old.waiting.shift(); job !== undefined; job = old.waiting.shift()) {
+          const ord = job.claimed.ref.ord
+          hold(old, ord, -1)
+          hold(sink, ord, 1)
+          sink.waiting.push(ord, job)
+        }
+        for (const [ord, at] of old.parked) sink.parked.set(ord, at)
+        old.parked.clear()
         registry.retire(old)
         pump(sink)
       }
@@ -273,8 +413,12 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
         // Rows waiting for a removed sink go to the DLQ, where replay finds them once it is back.
         for (let job = old.waiting.shift(); job !== undefined; job = old.waiting.shift()) {
           const c = job.claimed
+          hold(old, c.ref.ord, -1)
           runFiber(guarded(c, settleUnroutable(c, job.env, job.name)))
         }
+        // Its parked tenants' refused rows are claimed (and dead-lettered) like the rest.
+        for (const [ord, at] of old.parked) orphaned.push({ ord, at })
+        old.parked.clear()
         registry.retire(old)
       }
     }
@@ -286,6 +430,8 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
      */
     const call = (sink: Sink, job: Job): void => {
       sink.running += 1
+      startedRecently(sink, now())
+      sink.started.cur += 1
       delay(Math.max(0, now() - job.claimed.entry.ref.at) / 1000)
       const entry = {
         sink,
@@ -293,7 +439,12 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
           live.delete(entry)
           sink.latency(a.durationMs / 1000)
           // A 429 slows this sink (every tenant's calls to it), not the tenant's other sinks.
-          if (a.status === 429) sink.pace.pause(a.endedAt, Math.min(Retry.parseRetryAfter(a.retryAfter, a.endedAt) ?? DEFAULT_429_PAUSE_MS, sink.options.retry.maxRetryAfterMs))
+          // The pause is capped by `maxPauseMs`: one tenant's 429 cannot stop the sink for everyone for long
+          // (the row itself waits its whole Retry-After, retry-schedule.ts).
+          if (a.status === 429) {
+            const asked = Retry.parseRetryAfter(a.retryAfter, a.endedAt) ?? DEFAULT_429_PAUSE_MS
+            sink.pace.pause(a.endedAt, Math.min(asked, sink.options.retry.maxRetryAfterMs, sink.maxPauseMs))
+          }
           if (a.status >= 200 && a.status < 300) {
             try {
               outcomes.settle(delivered(job))
@@ -302,14 +453,20 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
               // A defect here must not leak the slot either (guarded logs it and counts the row down).
               runFiber(guarded(job.claimed, Effect.die(e)))
             }
-            free(sink)
-          } else runFiber(guarded(job.claimed, failed(sink, job, a)).pipe(Effect.ensuring(Effect.sync(() => free(sink)))))
+            free(sink, job.claimed.ref.ord)
+          } else runFiber(guarded(job.claimed, failed(sink, job, a)).pipe(Effect.ensuring(Effect.sync(() => free(sink, job.claimed.ref.ord)))))
         })
       }
       live.add(entry)
     }
 
     return {
+      admit,
+      roomBesides,
+      room,
+      endClaim,
+      unparked,
+      sinkStats: () => new Map([...sinks].map(([name, s]) => [name, { running: s.running, waiting: s.waiting.size(), parked: s.parked.size }])),
       route,
       reconfigure,
       busy: () => busy,
@@ -318,6 +475,7 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
         cut = true
         for (const sink of sinks.values()) {
           sink.waiting.clear()
+          sink.parked.clear()
           if (sink.timer !== undefined) clearTimeout(sink.timer)
           sink.timer = undefined
         }

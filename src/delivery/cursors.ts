@@ -19,14 +19,18 @@ export const CURSORS_MAX = 65_536
 
 interface Cursor {
   at: number
+  /** Set when the last visit ended on refused rows (sinks full): the read resumes after this row of `at`. */
+  after: { readonly seq: number; readonly sink: number } | undefined
   verifiedAt: number
 }
 
 export interface Cursors {
   /** Where the tenant's next due read starts (0: its first row). */
   readonly floorOf: (ord: number) => number
-  readonly set: (ord: number, at: number) => void
-  /** Lower the tenant's cursor to `at` (a row committed there); never raises it. */
+  /** The row of `floorOf` after which the read resumes (rows refused for full sinks before it); undefined: from `floorOf` on. */
+  readonly afterOf: (ord: number) => { readonly seq: number; readonly sink: number } | undefined
+  readonly set: (ord: number, at: number, after?: { readonly seq: number; readonly sink: number }) => void
+  /** Lower the tenant's cursor to `at` (a row committed there, or refused rows whose sink has room again); never raises it. */
   readonly lower: (ord: number, at: number) => void
   /** Whether this visit reads the tenant's first due row from the start; true at most once per CURSOR_VERIFY_MS. */
   readonly verify: (ord: number, now: number) => boolean
@@ -38,19 +42,24 @@ export const makeCursors = (max = CURSORS_MAX): Cursors => {
     let c = cursors.get(ord)
     if (c === undefined) {
       if (cursors.size >= max) cursors.clear()
-      c = { at: 0, verifiedAt: Number.NEGATIVE_INFINITY }
+      c = { at: 0, after: undefined, verifiedAt: Number.NEGATIVE_INFINITY }
       cursors.set(ord, c)
     }
     return c
   }
   return {
     floorOf: (ord) => cursors.get(ord)?.at ?? 0,
-    set: (ord, at) => {
-      entry(ord).at = at
+    afterOf: (ord) => cursors.get(ord)?.after,
+    set: (ord, at, after) => {
+      const c = entry(ord)
+      c.at = at
+      c.after = after
     },
     lower: (ord, at) => {
       const c = cursors.get(ord)
-      if (c !== undefined && at < c.at) c.at = at
+      if (c === undefined || at > c.at) return
+      c.at = at
+      c.after = undefined
     },
     verify: (ord, now) => {
       const c = entry(ord)

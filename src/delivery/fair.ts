@@ -11,12 +11,17 @@
  *   a lone member gets the whole budget; and a member is offered at least one row per round.
  * - A pass walks round after round until its budget is spent (work-conserving); it may end inside
  *   a round, and the next pass resumes on the member it stopped on.
- * - A member that got less than it was offered has nothing more due: it leaves the ring (its
- *   deficit with it, as DRR drops an empty queue's deficit) and comes back when the Writer hints it
- *   or the marker scan finds it. A newcomer is next in turn (sparse tenants first, as fq_codel
- *   serves new flows): it gets one quantum at once, then goes round with the rest.
+ * - A member that drains keeps its place, at the back of the round, with its deficit dropped (as
+ *   DRR drops an empty queue's); it leaves only when a visit finds it empty (fq_codel's old-flows
+ *   rule, RFC 8290 §4.2), so a tenant that drains every round cannot come back ahead of the rest.
+ *   A newcomer is next in turn (sparse tenants first, as fq_codel serves new flows): it gets one
+ *   quantum at once, then goes round with the rest.
+ * - At most `maxMembers` members: a tenant found while the round is full waits in a FIFO, and while
+ *   any waits each member served in full gives its place to the first of them (and waits behind the
+ *   rest if it still has work). So with N tenants with work, a known one is served within N visits.
  * - Limits hold a member back without spending its deficit: `maxInflight` (rows claimed and not
- *   settled, counted here) and `ratePerSec` (a token bucket holding RATE_BURST_SECONDS of tokens).
+ *   settled, counted here) and `ratePerSec` (a token bucket holding RATE_BURST_SECONDS of tokens,
+ *   kept until it has refilled, whether its tenant is a member or not).
  */
 
 import { DEFAULT_LIMITS, type TenantLimits } from "../domain/limits.js"
@@ -25,12 +30,16 @@ export { DEFAULT_LIMITS, type TenantLimits }
 
 /** A tenant's rate bucket holds this many seconds of tokens (at least one): a burst of one tick period. */
 export const RATE_BURST_SECONDS = 0.1
+/** Tenants waiting for a place in a full round at most; past it a found tenant is found again by a later slice. */
+export const WAITING_MAX = 100_000
 
 const capacityOf = (rate: number): number => Math.max(1, rate * RATE_BURST_SECONDS)
 
 interface Member {
   readonly ord: number
   deficit: number
+  /** Drained on its last visit: it keeps its place but is not offered rows until it has work again. */
+  idle: boolean
   /** Markers the discovery scan saw for it since its last visit (cleanup candidates). */
   readonly buckets: Set<number>
 }
@@ -38,6 +47,8 @@ interface Member {
 interface Bucket {
   tokens: number
   at: number
+  /** The rate it fills at, for the sweep of tenants that are not members. */
+  rate: number
 }
 
 export interface Planned {
@@ -60,6 +71,9 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
   let pos = 0
   /** Rows claimed and not settled, by tenant (members or not); entries leave at 0. */
   const inflight = new Map<number, number>()
+  /** Tenants found while the round was full, first found first; `waitingSet` dedupes. */
+  let waiting: Array<number> = []
+  const waitingSet = new Set<number>()
   /** Rate buckets of limited tenants; a full bucket is the same as none, so it is dropped. */
   const buckets = new Map<number, Bucket>()
   /** Rows the limits held back, by tenant, since the last `takeThrottled`. */
@@ -71,19 +85,37 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
     return Math.min(capacityOf(rate), b.tokens + ((now - b.at) / 1000) * rate)
   }
 
+  const wait = (ord: number): void => {
+    if (waitingSet.has(ord) || waitingSet.size >= WAITING_MAX) return
+    waitingSet.add(ord)
+    waiting.push(ord)
+  }
+
+  const add = (ord: number, markers: ReadonlyArray<number>): Member => {
+    const m: Member = { ord, deficit: 0, idle: false, buckets: new Set() }
+    members.set(ord, m)
+    // A newcomer's markers are its cleanup candidates; a member's later ones are of seconds that
+    // still hold rows (the claims' emptied seconds are candidates of their own, tick.ts).
+    for (const b of markers) m.buckets.add(b)
+    return m
+  }
+
+  /** A tenant with work: false when it waits for a place in the round. */
   const join = (ord: number, markers: ReadonlyArray<number> = []): boolean => {
-    let m = members.get(ord)
-    if (m === undefined) {
-      if (members.size >= maxMembers) return false
-      m = { ord, deficit: 0, buckets: new Set() }
-      members.set(ord, m)
-      // Next in turn: a tenant that just got work (often a row or two) is served by the next pass,
-      // whatever the others hold; a backlogged one then goes round with the rest.
-      ring.splice(pos, 0, ord)
-      // A newcomer's markers are its cleanup candidates; a member's later ones are of seconds that
-      // still hold rows (the claims' emptied seconds are candidates of their own, tick.ts).
-      for (const b of markers) m.buckets.add(b)
+    const known = members.get(ord)
+    if (known !== undefined) {
+      known.idle = false
+      return true
     }
+    // Nobody passes the tenants already waiting for a place.
+    if (members.size >= maxMembers || waiting.length > 0) {
+      wait(ord)
+      return false
+    }
+    add(ord, markers)
+    // Next in turn: a tenant that just got work (often a row or two) is served by the next pass,
+    // whatever the others hold; a backlogged one then goes round with the rest.
+    ring.splice(pos, 0, ord)
     return true
   }
 
@@ -102,10 +134,12 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
     const out: Array<Planned> = []
     if (ring.length === 0 || rows <= 0) return out
     let weights = 0
-    for (const ord of ring) weights += limitsOf(ord).weight
+    for (const ord of ring) if (!members.get(ord)!.idle) weights += limitsOf(ord).weight
+    if (weights === 0) return out
     const q = Math.max(quantumRows, rows / weights)
     for (let k = 0; k < ring.length; k++) {
       const m = members.get(ring[(pos + k) % ring.length]!)!
+      if (m.idle) continue
       const l = limitsOf(m.ord)
       let room = l.maxInflight > 0 ? l.maxInflight - (inflight.get(m.ord) ?? 0) : rows
       if (l.ratePerSec > 0) room = Math.min(room, Math.floor(tokensOf(m.ord, l.ratePerSec, now)))
@@ -129,6 +163,8 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
    */
   const settle = (planned: ReadonlyArray<Planned>, got: ReadonlyArray<Got>, now: number, limitsOf: (ord: number) => TenantLimits): void => {
     let at: number | undefined
+    /** Members that got their whole offer: each gives its place to a waiting tenant, if any. */
+    const served: Array<number> = []
     for (let i = 0; i < planned.length; i++) {
       const p = planned[i]!
       const g = got[i]
@@ -139,11 +175,39 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
       m.deficit = (credits.get(p.ord) ?? m.deficit) + (p.limit - rows)
       if (rows > 0) inflight.set(p.ord, (inflight.get(p.ord) ?? 0) + rows)
       const rate = limitsOf(p.ord).ratePerSec
-      if (rate > 0 && rows > 0) buckets.set(p.ord, { tokens: tokensOf(p.ord, rate, now) - rows, at: now })
-      if (g?.drained === true) members.delete(p.ord)
-      else if (at === undefined && rows < p.limit) at = p.ord
-      // The last member reached, still owed a row: the budget ended on it (its offer was cut to it).
-      else if (at === undefined && i === got.length - 1 && m.deficit >= 1) at = p.ord
+      if (rate > 0 && rows > 0) buckets.set(p.ord, { tokens: tokensOf(p.ord, rate, now) - rows, at: now, rate })
+      if (g?.drained === true) {
+        // Found empty on its turn: it leaves. Drained with rows: it keeps its place, owed nothing.
+        if (rows === 0) members.delete(p.ord)
+        else {
+          m.deficit = 0
+          m.idle = true
+          served.push(p.ord)
+        }
+      } else {
+        if (at === undefined && rows < p.limit) at = p.ord
+        // The last member reached, still owed a row: the budget ended on it (its offer was cut to it).
+        else if (at === undefined && i === got.length - 1 && m.deficit >= 1) at = p.ord
+        if (g !== undefined && rows === p.limit && at !== p.ord) served.push(p.ord)
+      }
+    }
+    // Tenants wait for a place: the members served in full give theirs up, and wait again behind
+    // the others if they still have work (a drained one joins again when it gets some).
+    for (const ord of served) {
+      if (waiting.length === 0) break
+      const drained = got.find((g) => g.ord === ord)?.drained === true
+      members.delete(ord)
+      if (!drained) wait(ord)
+    }
+    // Idle members the round passed over had their turn with nothing due: they leave (RFC 8290 §4.2).
+    if (got.length > 0) {
+      const last = ring.indexOf(got[got.length - 1]!.ord)
+      for (let k = 0; k < ring.length; k++) {
+        const idx = (pos + k) % ring.length
+        const m = members.get(ring[idx]!)
+        if (m?.idle === true && !got.some((g) => g.ord === m.ord)) members.delete(m.ord)
+        if (idx === last) break
+      }
     }
     if (at === undefined && planned.length > 0) {
       // Everyone planned was served: after the last of them, skipping those that left.
@@ -157,7 +221,22 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
     ring = ring.filter((o) => members.has(o))
     const i = at === undefined ? -1 : ring.indexOf(at)
     pos = i >= 0 ? i : 0
+    admitWaiting()
     credits = new Map()
+  }
+
+  /** Waiting tenants take the free places, at the back of the round (just before `pos`). */
+  const admitWaiting = (): void => {
+    let n = 0
+    while (members.size < maxMembers && n < waiting.length) {
+      const ord = waiting[n++]!
+      waitingSet.delete(ord)
+      if (members.has(ord)) continue
+      add(ord, [])
+      ring.splice(pos, 0, ord)
+      pos = (pos + 1) % ring.length
+    }
+    if (n > 0) waiting = waiting.slice(n)
   }
 
   return {
@@ -185,13 +264,11 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
       throttled = new Map()
       return t
     },
-    /** Drop the rate buckets that have refilled (they equal a fresh one). */
-    sweepBuckets: (now: number, limitsOf: (ord: number) => TenantLimits | undefined) => {
-      for (const [ord] of buckets) {
-        // Not a member (nothing due): its next claim starts from a full bucket anyway after a second.
-        const rate = limitsOf(ord)?.ratePerSec ?? 0
-        if (rate <= 0 || tokensOf(ord, rate, now) >= capacityOf(rate)) buckets.delete(ord)
-      }
+    /** Tenants waiting for a place in the round. */
+    waiting: (): number => waiting.length,
+    /** Drop the rate buckets that have refilled (they equal a fresh one), members or not. */
+    sweepBuckets: (now: number) => {
+      for (const [ord, b] of buckets) if (tokensOf(ord, b.rate, now) >= capacityOf(b.rate)) buckets.delete(ord)
     }
   }
 }

@@ -27,8 +27,34 @@ export interface PipelineOptions {
   /** Shutdown: how long inflight sink calls may finish before their rows are left to boot recovery. */
   readonly graceMs: number
   /** The sinks by name, as hook envelopes name them. */
-  readonly sinks: ReadonlyArray<SinkOptions>
+  readonly sinks: ReadonlyArray<DispatchSinkOptions>
 }
+
+/** A sink as the pipeline runs it: its client's options and its dispatch bounds (docs/delivery.md "Fair dispatch"). */
+export interface DispatchSinkOptions extends SinkOptions {
+  /**
+   * Claimed rows waiting for one of its connections at most, while they are busy (default
+   * `concurrency × SINK_WAIT_FACTOR`); more only while the sink starts more calls than this in
+   * SINK_PACE_WINDOW_MS (a fast sink is kept fed between ticks).
+   */
+  readonly maxWaiting?: number | undefined
+  /** How long a 429's `Retry-After` pauses the whole sink at most (default DEFAULT_MAX_PAUSE_MS); the row itself waits all of it. */
+  readonly maxPauseMs?: number | undefined
+}
+
+/** A sink's `maxWaiting` by default: this many times its `concurrency`. */
+export const SINK_WAIT_FACTOR = 4
+/** A sink may hold as many waiting rows as it started calls in about this long, when that is more than `maxWaiting`. */
+export const SINK_PACE_WINDOW_MS = 100
+/** A sink's `maxPauseMs` by default. */
+export const DEFAULT_MAX_PAUSE_MS = 60_000
+/** Ranges of the two (checked when the layer is built, as the configuration's). */
+export const MAX_WAITING_MAX = 100_000
+export const MAX_PAUSE_MS_MAX = 604_800_000
+/** Rows a tenant's visit steps over at most because their sinks are full, before the claim moves on to the next tenant. */
+export const CLAIM_REFUSE_MAX = 256
+
+export const maxWaitingOf = (s: DispatchSinkOptions): number => s.maxWaiting ?? s.concurrency * SINK_WAIT_FACTOR
 
 export const Defaults = {
   tickMs: 100,
@@ -64,14 +90,14 @@ export const COMMIT_RETRY_MS = 200
 /** An outcome batch short of `commitBatch` waits this long for more before it is written. */
 export const COMMIT_LINGER_MS = 2
 /**
- * A commit wakes the tick only once at least this share of `maxInflight` is free (at least one
- * slot), so a drain claims in batches instead of ticking for every outcome; below it the
- * periodic tick still runs.
+ * A commit wakes the tick only once at least this share of what a claim could take is free: of
+ * `maxInflight`, or of the sinks' places when they are fewer (at least one slot). So a drain
+ * claims in batches instead of ticking for every outcome; below it the periodic tick still runs.
  */
 export const WAKE_FREE_FRACTION = 0.5
 
 export type Input = Partial<Omit<PipelineOptions, "sinks">> & {
-  readonly sinks: ReadonlyArray<SinkOptions>
+  readonly sinks: ReadonlyArray<DispatchSinkOptions>
   /** Each tenant's weight and limits (TEN-3), read every tick; every tenant gets the defaults when absent. */
   readonly limitsOf?: LimitsOf
   /** A reloaded configuration's sinks (serve: `{self}` resolved); without it the sinks never change. */
@@ -89,6 +115,10 @@ export const resolve = (input: Input): Effect.Effect<PipelineOptions> =>
       if (!Number.isInteger(s.concurrency) || s.concurrency < 1) return Effect.die(new Error(`sink ${s.name}: concurrency ${s.concurrency} < 1`))
       if (!(s.timeoutMs > 0)) return Effect.die(new Error(`sink ${s.name}: timeoutMs ${s.timeoutMs} <= 0`))
       if (s.secret !== undefined && parseSecret(s.secret) === undefined) return Effect.die(new Error(`sink ${s.name}: secret is not whsec_<base64>`))
+      const w = maxWaitingOf(s)
+      if (!Number.isInteger(w) || w < 0 || w > MAX_WAITING_MAX) return Effect.die(new Error(`sink ${s.name}: maxWaiting ${w} is outside 0..${MAX_WAITING_MAX}`))
+      const p = s.maxPauseMs ?? DEFAULT_MAX_PAUSE_MS
+      if (!Number.isInteger(p) || p < 0 || p > MAX_PAUSE_MS_MAX) return Effect.die(new Error(`sink ${s.name}: maxPauseMs ${p} is outside 0..${MAX_PAUSE_MS_MAX}`))
     }
     return Effect.succeed(out)
   })
@@ -99,4 +129,7 @@ export interface PipelineState {
   inflight: number
   /** Set at shutdown once the tick is stopped: no claim after it, and failed commits stop retrying. */
   stopping: boolean
+  /** The sinks' free places, and all their places (calls.ts sets both; a claim never takes more than the first). */
+  room: () => number
+  capacity: () => number
 }

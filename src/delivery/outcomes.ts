@@ -77,8 +77,9 @@ export const makeOutcomes = (
           state.inflight -= items.length
           for (const i of items) fair.released(i.result.ref.ord, 1)
           // Slots freed: claim again without waiting out the tick period (docs/delivery.md "Dispatch tick").
-          const free = o.maxInflight - state.inflight
-          return free >= Math.max(1, Math.floor(o.maxInflight * WAKE_FREE_FRACTION)) ? wake : Effect.void
+          const free = Math.min(o.maxInflight - state.inflight, state.room())
+          const wakeAt = Math.max(1, Math.floor(Math.min(o.maxInflight, state.capacity()) * WAKE_FREE_FRACTION))
+          return free >= wakeAt ? wake : Effect.void
         }))
       )
 

@@ -32,7 +32,11 @@ export {
   COMMIT_RETRY_MS,
   Defaults,
   CLAIM_PASSES,
+  CLAIM_REFUSE_MAX,
+  DEFAULT_MAX_PAUSE_MS,
   DISCOVERY_MARKERS,
+  SINK_PACE_WINDOW_MS,
+  SINK_WAIT_FACTOR,
   type Input,
   MIN_TICK_GAP_MS,
   type PipelineOptions,
@@ -40,7 +44,7 @@ export {
   WAKE_FREE_FRACTION
 } from "./options.js"
 export type { TickReport } from "./tick.js"
-export type { SinkOptions } from "./sink-client.js"
+export type { DispatchSinkOptions as SinkOptions } from "./options.js"
 
 export interface PipelineShape {
   /** Tick as soon as possible (the `Wake` signal, which the Writer gives after each commit). Never blocks. */
@@ -59,7 +63,7 @@ export const make = (input: Input) =>
   Effect.gen(function* () {
     const o = yield* resolve(input)
     const queue = yield* Queue
-    const state: PipelineState = { inflight: 0, stopping: false }
+    const state: PipelineState = { inflight: 0, stopping: false, room: () => Number.POSITIVE_INFINITY, capacity: () => Number.POSITIVE_INFINITY }
     // Present from boot: no tick has visited a tenant yet.
     yield* Metric.update(M.activeTenants, 0)
     const wakes = yield* Wake

@@ -1,17 +1,20 @@
 /**
  * One dispatch tick (TEN-1 §5, TEN-3; docs/delivery.md "Fair dispatch"): find the tenants with
- * work (the Writer's hints and a slice of the active index), claim from them by deficit
- * round-robin within the free inflight slots (fair.ts plans, the Queue claims), hand the rows to
- * their sinks, then clean up the markers of every tenant visited and move its cursor.
+ * work (the Writer's hints, the tenants whose full sinks have room again, and a slice of the
+ * active index), claim from them by deficit round-robin within the free inflight slots (fair.ts
+ * plans, the Queue claims, each row only if its sink admits it), hand the rows to their sinks,
+ * then clean up the markers of every tenant visited and move its cursor. A tick that fails while
+ * claiming gives its rows back (due again) and everything it counted for them.
  */
-import { Clock, Effect, Metric } from "effect"
+import { Cause, Clock, Effect, Metric } from "effect"
+import type { Envelope } from "../domain/envelope.js"
 import type * as K from "../domain/keys.js"
 import { bucketOf } from "../domain/keys.js"
 import * as M from "../observability/delivery-metrics.js"
 import { type Claimed, type SinkCalls } from "./calls.js"
 import type { Cursors } from "./cursors.js"
 import type { Fair, Got, TenantLimits } from "./fair.js"
-import { CLAIM_PASSES, DISCOVERY_MARKERS, type PipelineOptions, type PipelineState } from "./options.js"
+import { CLAIM_PASSES, CLAIM_REFUSE_MAX, DISCOVERY_MARKERS, type PipelineOptions, type PipelineState } from "./options.js"
 import { type DueEntry, type QueueShape } from "../queue/queue.js"
 import type { WakeShape } from "../queue/wake.js"
 import type { StoreError } from "../store/store.js"
@@ -29,6 +32,11 @@ interface Visit {
   readonly rows: ReadonlyArray<DueEntry>
   /** The tenant's next due row after `rows` (read, not claimed); undefined when it drained. */
   readonly next: DueEntry | undefined
+  /** Each claimed row's hook, in `rows` order. */
+  readonly envelopes: ReadonlyArray<Envelope | undefined>
+  /** The first row its sink refused (still due, below `next`), and the last row read and decided. */
+  readonly firstRefused: DueEntry | undefined
+  readonly last: K.DueRef | undefined
 }
 
 /** The limits of the tenants a tick may serve, read once per tick (a cache hit each, src/queue/limits.ts). */
@@ -56,7 +64,7 @@ export const makeTick = (
   // Where the next slice of the active index starts (memory only; a restart scans from the first marker).
   let sliceFrom: Uint8Array | undefined
 
-  /** New members: the Writer's hints, then one bounded slice of the markers due by now (DISCOVERY_MARKERS). */
+  /** New members: the Writer's hints, the tenants parked on sinks with room again, then one bounded slice of the markers due by now (DISCOVERY_MARKERS). */
   const discover = (now: number) =>
     Effect.gen(function* () {
       // A hinted row may sit below the tenant's cursor (its commit took its `at` before our last claim).
@@ -64,36 +72,85 @@ export const makeTick = (
         fair.join(h.ord)
         cursors.lower(h.ord, h.at)
       }
+      // Their refused rows are below their cursors: the read resumes at the first of them.
+      for (const p of calls.unparked()) {
+        fair.join(p.ord)
+        cursors.lower(p.ord, p.at)
+      }
       const slice = yield* queue.markerSlice(now, sliceFrom, DISCOVERY_MARKERS)
       sliceFrom = slice.next
       for (const t of slice.tenants) fair.join(t.ord, t.buckets)
     })
 
-  /** Up to CLAIM_PASSES plans and claims: a pass whose tenants drained leaves budget for the next. */
-  const claim = (now: number, rows: number, limits: (ord: number) => TenantLimits) =>
+  /** Each row only if its sink has room for it (calls.ts); a visit reads on past refused rows while another sink has room. */
+  const admission = {
+    visit: () => {
+      const refused = new Set<string>()
+      return {
+        admit: (row: DueEntry, env: Envelope | undefined) => {
+          const name = env?.sinks[row.ref.sink]
+          if (calls.admit(row.ref.ord, name, row.ref.at)) return true
+          refused.add(name!)
+          return false
+        },
+        more: () => calls.roomBesides(refused)
+      }
+    },
+    open: () => calls.room() > 0,
+    refuseMax: CLAIM_REFUSE_MAX
+  }
+
+  /** Claimed rows given back: due again, uncounted, their sinks' places freed. Best effort: if the write fails they stay ?F (boot recovery). */
+  const giveBack = (taken: ReadonlyArray<DueEntry>) =>
     Effect.gen(function* () {
-      const visits: Array<Visit> = []
+      calls.endClaim(false)
+      for (const d of taken) {
+        fair.released(d.ref.ord, 1)
+        // A later pass's read started past them.
+        cursors.lower(d.ref.ord, d.ref.at)
+      }
+      yield* queue.unclaim(taken).pipe(
+        Effect.catchCause((cause) =>
+          Effect.logError("pipeline: claimed rows not given back; left inflight for boot recovery", { rows: taken.length, cause: Cause.pretty(cause) })
+        )
+      )
+    })
+
+  /** Up to CLAIM_PASSES plans and claims: a pass whose tenants drained leaves budget for the next. */
+  const claim = (now: number, rows: number, limits: (ord: number) => TenantLimits) => {
+    const visits: Array<Visit> = []
+    // Rows claimed (written) by the passes so far: given back if a later pass fails.
+    const taken: Array<DueEntry> = []
+    return Effect.gen(function* () {
       let rowsLeft = rows
       let bytesLeft = o.claimBytes
       for (let pass = 0; pass < CLAIM_PASSES && rowsLeft > 0 && bytesLeft > 0; pass++) {
         const planned = fair.plan(rowsLeft, bytesLeft, now, limits)
         if (planned.length === 0) break
-        const claimed = yield* queue.claim(now, planned, rowsLeft, bytesLeft)
+        const requests = planned.map((p) => ({ ...p, floorAfter: cursors.afterOf(p.ord) }))
+        const claimed = yield* queue.claim(now, requests, rowsLeft, bytesLeft, admission)
         const got: Array<Got> = []
         for (const v of claimed) {
           got.push({ ord: v.ord, rows: v.rows.length, drained: v.drained })
-          visits.push({ ord: v.ord, markers: fair.takeMarkers(v.ord), rows: v.rows, next: v.next })
+          const a = v.admitted!
+          visits.push({ ord: v.ord, markers: fair.takeMarkers(v.ord), rows: v.rows, next: v.next, envelopes: a.envelopes, firstRefused: a.firstRefused, last: a.last })
+          taken.push(...v.rows)
           rowsLeft -= v.rows.length
           for (const r of v.rows) bytesLeft -= r.value.size
+          // The next pass reads on from where this one stopped (the cursor is set for good below).
+          if (a.last !== undefined) cursors.set(v.ord, a.last.at, { seq: a.last.seq, sink: a.last.sink })
         }
         fair.settle(planned, got, now, limits)
         // Budget left means every offer was met or its tenant drained: another round may claim more.
       }
+      calls.endClaim(true)
       return visits
-    })
+    }).pipe(Effect.onError(() => giveBack(taken)))
+  }
 
   return Effect.gen(function* () {
-    const free = Math.min(o.claimLimit, o.maxInflight - state.inflight)
+    // The sinks' free places cap it too: a claim never runs ahead of what they can hold.
+    const free = Math.min(o.claimLimit, o.maxInflight - state.inflight, calls.room())
     // Saturated: visit nothing, and leave the active-tenants gauge at the last real visit.
     if (free <= 0 || state.stopping) return { visited: [], claimed: [] }
     const now = yield* Clock.currentTimeMillis
@@ -103,21 +160,15 @@ export const makeTick = (
     const byOrd = new Map<number, TenantLimits>()
     members.forEach((ord, i) => byOrd.set(ord, read[i]!))
     const visits = yield* claim(now, free, (ord) => byOrd.get(ord)!)
-    fair.sweepBuckets(now, (ord) => byOrd.get(ord))
-    const claimed: Array<Claimed> = visits.flatMap((v) => v.rows.map((entry) => ({ entry, ref: { ord: entry.ref.ord, seq: entry.ref.seq, sink: entry.ref.sink } })))
-    state.inflight += claimed.length
-
-    if (claimed.length > 0) {
-      const envs = yield* queue.envelopes([...new Set(claimed.map((c) => c.ref.seq))]).pipe(
-        // The rows are claimed: if the reads fail they must still be counted down (they stay ?F for recovery).
-        Effect.tapError(() => Effect.sync(() => {
-          state.inflight -= claimed.length
-          for (const c of claimed) fair.released(c.ref.ord, 1)
-        }))
-      )
-      for (let i = 0; i < claimed.length; i++) {
-        const c = claimed[i]!
-        const unroutable = calls.route(c, envs.get(c.ref.seq))
+    fair.sweepBuckets(now)
+    state.inflight += visits.reduce((n, v) => n + v.rows.length, 0)
+    const claimed: Array<Claimed> = []
+    for (const v of visits) {
+      for (let i = 0; i < v.rows.length; i++) {
+        const entry = v.rows[i]!
+        const c: Claimed = { entry, ref: { ord: entry.ref.ord, seq: entry.ref.seq, sink: entry.ref.sink } }
+        claimed.push(c)
+        const unroutable = calls.route(c, v.envelopes[i])
         if (unroutable !== undefined) yield* unroutable
       }
     }
@@ -128,26 +179,42 @@ export const makeTick = (
     const byTenant = new Map<number, Visit>()
     for (const v of visits) {
       const seen = byTenant.get(v.ord)
-      byTenant.set(v.ord, seen === undefined ? v : { ord: v.ord, markers: [...seen.markers, ...v.markers], rows: [...seen.rows, ...v.rows], next: v.next })
+      byTenant.set(
+        v.ord,
+        seen === undefined
+          ? v
+          : {
+              ord: v.ord,
+              markers: [...seen.markers, ...v.markers],
+              rows: [...seen.rows, ...v.rows],
+              next: v.next,
+              envelopes: [...seen.envelopes, ...v.envelopes],
+              firstRefused: seen.firstRefused ?? v.firstRefused,
+              last: v.last ?? seen.last
+            }
+      )
     }
     const tenants = [...byTenant.values()]
     yield* Metric.update(M.activeTenants, tenants.length)
     // Step 1 of the cleanup is this visit's own read (its next row; none when it drained) unless the
     // tenant's cursor is due a check: then it reads the first due row from the start (cursors.ts).
     const verified = tenants.map((v) => cursors.verify(v.ord, now))
+    // A refused row is still due and lies below `next`: it is the tenant's first due row the claim saw.
     const cleaned = yield* queue.cleanupMarkersOf(
-      tenants.map((v, i) => (verified[i] ? { ord: v.ord, markers: markersOf(v) } : { ord: v.ord, markers: markersOf(v), known: { first: v.next } })),
+      tenants.map((v, i) =>
+        verified[i] ? { ord: v.ord, markers: markersOf(v) } : { ord: v.ord, markers: markersOf(v), known: { first: v.firstRefused ?? v.next } }
+      ),
       now
     )
     for (let i = 0; i < tenants.length; i++) {
       const v = tenants[i]!
       const first = cleaned[i]!.first
-      const last = v.rows[v.rows.length - 1]
-      // The floor moves to the last claimed `at` (drained or not: nothing is left below it), and
+      // The floor moves past the last row the claim decided (drained or not: below it nothing is
+      // left but rows refused for full sinks, whose sinks lower it again when they have room), and
       // down to the tenant's first due row when a check found one below.
-      let at = last === undefined ? cursors.floorOf(v.ord) : last.ref.at
-      if (verified[i] && first !== undefined) at = Math.min(at, first.ref.at)
-      cursors.set(v.ord, at)
+      const last = v.last
+      if (verified[i] && first !== undefined && (last === undefined || first.ref.at < last.at)) cursors.set(v.ord, first.ref.at)
+      else if (last !== undefined) cursors.set(v.ord, last.at, v.firstRefused === undefined ? undefined : { seq: last.seq, sink: last.sink })
     }
     return { visited: tenants.map((v) => v.ord), claimed: claimed.map((c) => c.entry.ref) }
   })

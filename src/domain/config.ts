@@ -120,6 +120,10 @@ export const Sink = Schema.Struct({
   concurrency: withDefault(int(1, 1_024), () => 16),
   /** Calls a second at most across tenants (TEN-3); 0: unlimited. */
   ratePerSec: withDefault(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000 })), () => 0),
+  /** Claimed rows waiting for a connection at most (docs/delivery.md "Fair dispatch"); absent: concurrency × SINK_WAIT_FACTOR. */
+  maxWaiting: Schema.optional(int(0, 100_000)),
+  /** How long a 429's Retry-After pauses the whole sink at most; the row itself waits all of it. */
+  maxPauseMs: withDefault(int(0, 604_800_000), () => 60_000),
   retry: withDefault(SinkRetry, () => Retry.defaultSchedule)
 })
 export type Sink = typeof Sink.Type
@@ -328,6 +332,7 @@ export const DEFAULT_SINKS: ReadonlyArray<Sink> = [
     headers: {},
     concurrency: 16,
     ratePerSec: 0,
+    maxPauseMs: 60_000,
     retry: Retry.defaultSchedule
   }
 ]

@@ -139,6 +139,12 @@ export const claim = (ref: K.DueRef, v: K.DueValue): Transition => ({
   deltas: [delta(ref.ord, pendingField(v.kind), -1), delta(ref.ord, "inflight", 1)]
 })
 
+/** Claim undone (a tick that failed after claiming): inflight → due as it was, `at` and kind kept. */
+export const unclaim = (ref: K.DueRef, v: K.DueValue): Transition => ({
+  ops: [del("index", K.inflightKey(ref.ord, ref.seq, ref.sink)), ...dueOps({ ord: ref.ord, at: ref.at, seq: ref.seq, sink: ref.sink, size: v.size, kind: v.kind })],
+  deltas: [delta(ref.ord, "inflight", -1), delta(ref.ord, pendingField(v.kind), 1)]
+})
+
 /** Delivered: the row is gone; `?c` tells reclaim to look at the hook. */
 export const delivered = (ref: K.InflightRef, size: number): Transition => ({
   ops: [del("index", K.inflightKey(ref.ord, ref.seq, ref.sink)), rowDel(ref.seq, ref.sink), clearedPut(ref.seq)],
@@ -240,6 +246,12 @@ export const activeRange = (now: number): KeyRange => ({
 /** A tenant's due rows with floorAt <= at <= now, in `at` order. */
 export const dueRange = (ord: number, floorAt: number, now: number): KeyRange => ({
   lo: K.dueFrom(ord, floorAt),
+  hi: K.dueUpTo(ord, now)
+})
+
+/** A tenant's due rows after the row `after` (exclusive) up to now, in `at` order (a scan resumed past refused rows). */
+export const dueRangeAfter = (ord: number, after: { readonly at: number; readonly seq: number; readonly sink: number }, now: number): KeyRange => ({
+  lo: K.keyAfter(K.dueKey(ord, after.at, after.seq, after.sink)),
   hi: K.dueUpTo(ord, now)
 })
 

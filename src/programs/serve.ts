@@ -71,6 +71,8 @@ export const sinksOf = (config: Config, origin: string): ReadonlyArray<Pipeline.
     secret: s.secret,
     concurrency: s.concurrency,
     ratePerSec: s.ratePerSec,
+    maxWaiting: s.maxWaiting,
+    maxPauseMs: s.maxPauseMs,
     retry: s.retry
   }))
 

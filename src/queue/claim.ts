@@ -4,8 +4,10 @@
  */
 import { Effect } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
+import type { Envelope } from "../domain/envelope.js"
+import type * as K from "../domain/keys.js"
 import type { StoreError, StoreShape } from "../store/store.js"
-import { type DueEntry, readDue } from "./due.js"
+import { type Admit, type DueEntry, readAdmitted, readDue } from "./due.js"
 import type { WithTenant } from "./tenant-locks.js"
 
 export interface ClaimRequest {
@@ -16,6 +18,8 @@ export interface ClaimRequest {
   readonly limit: number
   /** Bytes this tenant may take at most (its first row is taken even past it); the tick's `bytes` still caps all. */
   readonly bytes?: number
+  /** With an admission: the read starts after this row of `floorAt` (the last one a visit decided), not at `floorAt`. */
+  readonly floorAfter?: { readonly seq: number; readonly sink: number } | undefined
 }
 
 export interface ClaimedVisit {
@@ -26,6 +30,26 @@ export interface ClaimedVisit {
   readonly drained: boolean
   /** The tenant's next due row after these (read, not claimed); undefined when drained. */
   readonly next: DueEntry | undefined
+  /** With an admission: each claimed row's hook (in `rows` order), and what it refused. */
+  readonly admitted?: {
+    readonly envelopes: ReadonlyArray<Envelope | undefined>
+    /** The first row refused (it and the later refused ones stay due), the count, and the last row decided. */
+    readonly firstRefused: DueEntry | undefined
+    readonly refused: number
+    readonly last: K.DueRef | undefined
+  }
+}
+
+/**
+ * A claim's admission (the pipeline's sinks), one per tenant visited: `admit` is asked of each row
+ * with its hook; after a refusal the read goes on while `more` says a later row could be admitted,
+ * for `refuseMax` refusals at most. A visit is not started while `more` of the last said no.
+ */
+export interface Admission {
+  readonly visit: (ord: number) => { readonly admit: Admit; readonly more: () => boolean }
+  /** Whether any row could be admitted at all (some sink has room). */
+  readonly open: () => boolean
+  readonly refuseMax: number
 }
 
 /**
@@ -36,8 +60,9 @@ export interface ClaimedVisit {
  */
 export const claimDue =
   (store: StoreShape, withTenant: WithTenant) =>
-  (now: number, requests: ReadonlyArray<ClaimRequest>, rows: number, bytes: number): Effect.Effect<Array<ClaimedVisit>, StoreError> => {
+  (now: number, requests: ReadonlyArray<ClaimRequest>, rows: number, bytes: number, admission?: Admission): Effect.Effect<Array<ClaimedVisit>, StoreError> => {
     const read = readDue(store)
+    const readWith = readAdmitted(store)
     const visits: Array<ClaimedVisit> = []
     const visit = (i: number, rowsLeft: number, bytesLeft: number): Effect.Effect<void, StoreError> => {
       const r = requests[i]
@@ -45,17 +70,50 @@ export const claimDue =
         const claimed = visits.flatMap((v) => v.rows)
         return claimed.length === 0 ? Effect.void : store.write(Deliveries.batch(claimed.map((d) => Deliveries.claim(d.ref, d.value))), { sync: false })
       }
+      const limit = Math.min(r.limit, rowsLeft)
+      const budget = Math.min(r.bytes ?? bytesLeft, bytesLeft)
+      const next = (taken: ReadonlyArray<DueEntry>) => {
+        let used = 0
+        for (const d of taken) used += d.value.size
+        return visit(i + 1, rowsLeft - taken.length, bytesLeft - used)
+      }
+      if (admission !== undefined) {
+        // No sink has room: the tenants left are not read (they keep their turn).
+        if (!admission.open()) return visit(requests.length, rowsLeft, bytesLeft)
+        return withTenant(
+          r.ord,
+          Effect.suspend(() => {
+            const a = admission.visit(r.ord)
+            return readWith(r.ord, now, r.floorAt, limit, budget, a.admit, a.more, admission.refuseMax, r.floorAfter)
+          }).pipe(
+            Effect.flatMap((due) => {
+              visits.push({
+                ord: r.ord,
+                rows: due.rows,
+                drained: due.drained,
+                next: due.next,
+                admitted: { envelopes: due.envelopes, firstRefused: due.firstRefused, refused: due.refused, last: due.last }
+              })
+              return next(due.rows)
+            })
+          )
+        )
+      }
       return withTenant(
         r.ord,
-        Effect.suspend(() => read(r.ord, now, r.floorAt, Math.min(r.limit, rowsLeft), Math.min(r.bytes ?? bytesLeft, bytesLeft))).pipe(
+        Effect.suspend(() => read(r.ord, now, r.floorAt, limit, budget)).pipe(
           Effect.flatMap((due) => {
             visits.push({ ord: r.ord, rows: due.rows, drained: due.drained, next: due.next })
-            let used = 0
-            for (const d of due.rows) used += d.value.size
-            return visit(i + 1, rowsLeft - due.rows.length, bytesLeft - used)
+            return next(due.rows)
           })
         )
       )
     }
     return visit(0, rows, bytes).pipe(Effect.as(visits))
   }
+
+/** Claimed rows back to due as they were (`at`, kind), in one batch: a tick that failed after claiming them. */
+export const unclaim =
+  (store: StoreShape) =>
+  (rows: ReadonlyArray<DueEntry>): Effect.Effect<void, StoreError> =>
+    rows.length === 0 ? Effect.void : store.write(Deliveries.batch(rows.map((d) => Deliveries.unclaim(d.ref, d.value))), { sync: false })

@@ -14,7 +14,7 @@ import * as K from "../domain/keys.js"
 import type { Op } from "../domain/ops.js"
 import { type Entry, Store, type StoreCorrupt, type StoreError, type StoreShape } from "../store/store.js"
 import { type ActiveTenant, activeTenants, markerSlice, type MarkerSlice, oldestDueAge } from "./active.js"
-import { type ClaimedVisit, claimDue, type ClaimRequest } from "./claim.js"
+import { type Admission, type ClaimedVisit, claimDue, type ClaimRequest, unclaim } from "./claim.js"
 import { type DeadPage, dead, deadPage } from "./dead.js"
 import { deadSizes, dropDead } from "./dlq-drop.js"
 import { type DueEntry, dueForTenant, firstDue } from "./due.js"
@@ -36,7 +36,8 @@ export {
   type MarkerSlice,
   OLDEST_AGE_MAX_STALE
 } from "./active.js"
-export { type ClaimedVisit, type ClaimRequest } from "./claim.js"
+export { type Admission, type ClaimedVisit, type ClaimRequest } from "./claim.js"
+export { type Admit } from "./due.js"
 export { type Obligation } from "./obligations.js"
 export { type DeliveryRow, type Outcome } from "./settle.js"
 export { DEAD_MAX_LIMIT, DEAD_PAGE_MAX_SCANNED, DEAD_PAGE_SCAN_PAGE, type DeadItem, type DeadPage } from "./dead.js"
@@ -57,13 +58,19 @@ export interface QueueShape {
     limit: number,
     byteBudget: number
   ) => Effect.Effect<ReadonlyArray<DueEntry>, StoreError>
-  /** Due → inflight over `requests` within `rows` and `bytes` (claim.ts); every visited tenant's rows, in request order. */
+  /**
+   * Due → inflight over `requests` within `rows` and `bytes` (claim.ts); every visited tenant's rows,
+   * in request order. With an admission, each row is read with its hook and claimed only if admitted.
+   */
   readonly claim: (
     now: number,
     requests: ReadonlyArray<ClaimRequest>,
     rows: number,
-    bytes: number
+    bytes: number,
+    admission?: Admission
   ) => Effect.Effect<Array<ClaimedVisit>, StoreError>
+  /** Claimed rows back to due as they were (a tick that failed after claiming them), one unsynced batch. */
+  readonly unclaim: (rows: ReadonlyArray<DueEntry>) => Effect.Effect<void, StoreError>
   /** Commit what became of claimed rows (settle.ts), one unsynced batch. */
   readonly settle: (outcomes: ReadonlyArray<Outcome>) => Effect.Effect<void, StoreError>
   /** A claimed row's delivery row (a first attempt of `size` bytes when not found). */
@@ -145,6 +152,7 @@ export const make = (store: StoreShape): QueueShape => {
     activeTenants: activeTenants(store),
     markerSlice: markerSlice(store),
     claim: claimDue(store, withTenant),
+    unclaim: unclaim(store),
     settle: settle(store),
     deliveryRow: deliveryRow(store),
     deliveryRows: deliveryRows(store),
