@@ -101,7 +101,7 @@ export type Input = Partial<Omit<PipelineOptions, "sinks">> & {
   /** Each tenant's weight and limits (TEN-3), read every tick; every tenant gets the defaults when absent. */
   readonly limitsOf?: LimitsOf
   /** A reloaded configuration's sinks (serve: `{self}` resolved); without it the sinks never change. */
-  readonly sinksOf?: (config: Config) => ReadonlyArray<SinkOptions>
+  readonly sinksOf?: (config: Config) => ReadonlyArray<DispatchSinkOptions>
 }
 
 export const resolve = (input: Input): Effect.Effect<PipelineOptions> =>
