@@ -565,13 +565,18 @@ describe("sink HTTP/1.1 client", () => {
 
     it("a trusted certificate for another host name fails as a transport error", async () => {
       for (const [name, expected] of [["ip", "Answer"], ["other", "Failed"]] as const) {
-        const { server, port } = await tlsServer(name)
+        const { server, port, seen } = await tlsServer(name)
         const pool = Http1.pool(origin(port, { secure: true, ca }))
         try {
           const e = await send(pool)
-          // The CA is trusted (its certificate for 127.0.0.1 passes); the other's name does not match.
+          // The CA is trusted (its certificate for 127.0.0.1 passes, and its connection is kept
+          // alive); the other's name does not match.
           expect(e._tag, name).toBe(expected)
           if (e._tag === "Failed") expect(e.reason).toBe("ERR_TLS_CERT_ALTNAME_INVALID")
+          else {
+            expect(await send(pool)).toMatchObject({ _tag: "Answer", status: 204 })
+            expect(seen).toHaveLength(1)
+          }
         } finally {
           pool.close()
           await new Promise((r) => server.close(r))
