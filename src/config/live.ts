@@ -13,7 +13,18 @@ import { type ConfigError, fileIssues, load, type LoadOptions } from "./config.j
 import { ENV_CONFIG } from "./providers.js"
 
 /** Keys (and the subtrees under them) that change live; every other key needs a restart. */
-export const LIVE_KEYS: ReadonlyArray<string> = ["sources", "sinks", "adminTokens", "tenants.limits", "ingest.maxBodyBytes", "admin", "config.watch"]
+export const LIVE_KEYS: ReadonlyArray<string> = [
+  "sources",
+  "sinks",
+  "adminTokens",
+  "tenants.limits",
+  "tenants.maxEndpoints",
+  "ingest.maxBodyBytes",
+  "admin",
+  "config.watch",
+  "endpoints",
+  "portal"
+]
 
 /** How often `config.watch` looks at the file's identity and mtime. */
 export const WATCH_INTERVAL_MS = 1_000

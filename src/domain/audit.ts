@@ -6,7 +6,20 @@
  */
 
 /** Admin actions that leave a row (product.md "Admin"). */
-export type AuditAction = "replay" | "purge" | "quarantine.delete" | "config.read" | "config.reload" | "limits.set"
+export const AUDIT_ACTIONS = [
+  "replay",
+  "purge",
+  "quarantine.delete",
+  "config.read",
+  "config.reload",
+  "limits.set",
+  "endpoint.create",
+  "endpoint.update",
+  "endpoint.delete",
+  "endpoint.secret",
+  "portal.token"
+] as const
+export type AuditAction = (typeof AUDIT_ACTIONS)[number]
 
 export interface AuditEntry {
   /** The admin token's name. */

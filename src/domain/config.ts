@@ -6,6 +6,8 @@
  */
 import { Schema, SchemaTransformation } from "effect"
 import { Admin, Archive, AuditSettings, Dlq, QuarantineSettings } from "./config-lifecycle.js"
+import { EndpointsSettings, PortalSettings } from "./config-endpoints.js"
+import * as Endpoints from "./endpoints.js"
 import * as Limits from "./limits.js"
 import * as RetryPolicy from "./retry-policy.js"
 import * as Retry from "./retry-schedule.js"
@@ -187,6 +189,8 @@ const TenantLimits = Schema.Struct({
 
 const Tenants = Schema.Struct({
   max: withDefault(int(1, MAX_TENANTS_LIMIT), () => DEFAULT_MAX_TENANTS),
+  /** Endpoints a tenant may have (src/queue/endpoints.ts). */
+  maxEndpoints: withDefault(int(1, Endpoints.MAX_ENDPOINTS_LIMIT), () => Endpoints.MAX_ENDPOINTS_DEFAULT),
   limits: withDefault(TenantLimits, () => Schema.decodeSync(TenantLimits)({}))
 })
 
@@ -260,7 +264,9 @@ const Fields = Schema.Struct({
   admin: withDefault(Admin, () => Schema.decodeSync(Admin)({})),
   writer: withDefault(Writer, () => Schema.decodeSync(Writer)({})),
   pipeline: withDefault(Pipeline, () => Schema.decodeSync(Pipeline)({})),
-  config: withDefault(Reload, () => Schema.decodeSync(Reload)({}))
+  config: withDefault(Reload, () => Schema.decodeSync(Reload)({})),
+  endpoints: withDefault(EndpointsSettings, () => Schema.decodeSync(EndpointsSettings)({})),
+  portal: withDefault(PortalSettings, () => Schema.decodeSync(PortalSettings)({}))
 })
 
 const duplicates = <A>(
@@ -373,5 +379,6 @@ export const redact = (c: Config): unknown => ({
     headers: Object.fromEntries(Object.keys(s.headers).map((k) => [k, REDACTED])),
     ...(s.secret === undefined ? {} : { secret: REDACTED })
   })),
-  adminTokens: c.adminTokens.map((t) => ({ name: t.name, token: REDACTED, tenants: t.tenants }))
+  adminTokens: c.adminTokens.map((t) => ({ name: t.name, token: REDACTED, tenants: t.tenants })),
+  portal: c.portal.secret === undefined ? c.portal : { ...c.portal, secret: REDACTED }
 })

@@ -26,6 +26,7 @@ export const P = {
   tenant: ch("t"),
   tenantOrd: ch("n"),
   tenantLimits: ch("l"),
+  endpoints: ch("e"),
   audit: ch("a")
 } as const
 
@@ -49,6 +50,7 @@ export type FamilyName =
   | "tenants"
   | "tenant_ords"
   | "tenant_limits"
+  | "endpoints"
   | "counters"
 
 export interface Family {
@@ -125,6 +127,8 @@ export const Families: Readonly<Record<FamilyName, Family>> = {
   tenant_ords: prefixed("tenant_ords", "tenants", V3, P.tenantOrd, L.utf8),
   // Added to format 3 after it shipped: src/store/open.ts gives older format 3 stores its sentinels once.
   tenant_limits: prefixed("tenant_limits", "tenants", V3, P.tenantLimits, L.ord),
+  // Added to format 3 after it shipped, as tenant_limits: a tenant's endpoints (src/domain/endpoints.ts).
+  endpoints: prefixed("endpoints", "tenants", V3, P.endpoints, L.ordId),
   // TEN-1 §3: counters lo = <<0::40>>, hi = <<0xFFFFFFFF::32, 0xFF>>; merges read the value.
   counters: {
     name: "counters",
@@ -160,6 +164,10 @@ const INDEX_BY_BYTE = new Map<number, FamilyName>(
   Object.values(Families).flatMap((f) => (f.cf === "index" && f.prefix !== undefined ? [[f.prefix, f.name] as const] : []))
 )
 
+const TENANTS_BY_BYTE = new Map<number, FamilyName>(
+  Object.values(Families).flatMap((f) => (f.cf === "tenants" && f.prefix !== undefined ? [[f.prefix, f.name] as const] : []))
+)
+
 /** Which family a key belongs to, for read statistics. */
 export const familyOf = (cf: ColumnFamily, key: Uint8Array): FamilyName | "meta" | "unknown" => {
   switch (cf) {
@@ -171,7 +179,7 @@ export const familyOf = (cf: ColumnFamily, key: Uint8Array): FamilyName | "meta"
     case "default":
       return "meta"
     case "tenants":
-      return key[0] === P.tenantOrd ? "tenant_ords" : key[0] === P.tenant ? "tenants" : key[0] === P.tenantLimits ? "tenant_limits" : "unknown"
+      return TENANTS_BY_BYTE.get(key[0]!) ?? "unknown"
     case "index":
       return (key.length > 0 && INDEX_BY_BYTE.get(key[0]!)) || "unknown"
   }

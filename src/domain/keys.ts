@@ -137,6 +137,13 @@ const tenantLimits = fixedCodec(F.tenant_limits, L.ord)
 export const tenantLimitsKey = (ord: number): Uint8Array => tenantLimits.encode(ord)
 export const decodeTenantLimitsKey = (k: Uint8Array): number => tenantLimits.decode(k).ord
 
+// endpoints ?e <<?e, ord::32, id::64>> -> the endpoint (src/domain/endpoints.ts)
+const endpoint = fixedCodec(F.endpoints, L.ordId)
+export const endpointKey = (ord: number, id: number): Uint8Array => endpoint.encode(ord, id)
+export const decodeEndpointKey = (k: Uint8Array): { readonly ord: number; readonly id: number } => endpoint.decode(k)
+/** Every endpoint key of a tenant starts with it. */
+export const endpointPrefix = (ord: number): Uint8Array => endpoint.lead(ord)
+
 // counters <<ord::32, field::8>> -> int64 (merged)
 const counter = fixedCodec(F.counters, L.ordField)
 export const counterKey = (ord: number, field: number): Uint8Array => counter.encode(ord, field)

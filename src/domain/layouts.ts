@@ -98,6 +98,12 @@ export const Layouts = {
     (k, o, ord: number) => void k.writeUInt32BE(ord, o),
     (k, o) => ({ ord: readU32(k, o) })
   ),
+  ordId: fixed(
+    "ordId",
+    [4, 8],
+    (k, o, ord: number, id: number) => (k.writeUInt32BE(ord, o), writeU64(k, id, o + 4)),
+    (k, o) => ({ ord: readU32(k, o), id: readU64(k, o + 4) })
+  ),
   ordField: fixed(
     "ordField",
     [4, 1],

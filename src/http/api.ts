@@ -12,6 +12,7 @@ import * as HttpApiMiddleware from "effect/http-api/HttpApiMiddleware"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as HttpApiSecurity from "effect/http-api/HttpApiSecurity"
 import * as OpenApi from "effect/http-api/OpenApi"
+import { AUDIT_ACTIONS } from "../domain/audit.js"
 import type * as K from "../domain/keys.js"
 import { LimitsOverride } from "../domain/limits.js"
 import * as Audit from "../lifecycle/audit.js"
@@ -222,7 +223,7 @@ const AuditItem = Schema.Struct({
   at: Schema.String,
   actor: Schema.String,
   tenants: Schema.NullOr(Schema.Array(Schema.String)),
-  action: Schema.Literals(["replay", "purge", "quarantine.delete", "config.read", "config.reload", "limits.set"]),
+  action: Schema.Literals(AUDIT_ACTIONS),
   params: Schema.Record(Schema.String, Schema.Unknown)
 }).annotate({ identifier: "AuditItem" })
 

@@ -2,7 +2,7 @@
  * The store's fsck (TEN-1 §4, §5, §9): fold the base families with sentinel
  * checks, compare every counter (every tenant and the aggregate, all six
  * fields) with the fold, and check the derived structures: markers, the
- * `?X`/`?x` mirror, delivery rows, the tenant maps, limits overrides and `m:next_ord`.
+ * `?X`/`?x` mirror, delivery rows, the tenant maps, limits overrides, endpoints and `m:next_ord`.
  * Used by tests, `store check` and the crash test.
  *
  * Memory: one counter record per tenant and one chunk of rows at a time;
@@ -11,6 +11,7 @@
 import { Effect, Stream } from "effect"
 import * as Counters from "../../domain/counters.js"
 import * as Deliveries from "../../domain/deliveries.js"
+import * as Endpoints from "../../domain/endpoints.js"
 import * as K from "../../domain/keys.js"
 import * as Limits from "../../domain/limits.js"
 import { decodeInt64LE } from "../../domain/ops.js"
@@ -34,6 +35,7 @@ export type Problem =
   | "tenant_without_ord" // a ?t whose ?n is missing or names another ord
   | "ord_without_tenant" // a ?n whose ?t is missing or names another tenant
   | "limits_without_tenant" // a ?l whose ?t is missing or a tombstone
+  | "endpoint_without_tenant" // an ?e whose ?t is missing or a tombstone
   | "ord_not_allocated" // an ordinal >= m:next_ord
   | "bad_row" // a key or value that does not decode
   | "corrupt" // a family scan failed its sentinel check
@@ -218,7 +220,28 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
       })
     )
 
-    // The tenant maps and the limits overrides, in one pass each.
+    /** Rows kept under a tenant's ordinal: each decodes, and its tenant is live. */
+    const tenantRows = (
+      family: K.Family,
+      ordOf: (key: Uint8Array) => number,
+      valid: (key: Uint8Array, value: Uint8Array) => boolean,
+      orphan: Problem
+    ) =>
+      walk(family, (chunk) =>
+        Effect.gen(function* () {
+          const rows = decodeAll(family, chunk, (e) => ({ key: e.key, ord: ordOf(e.key), value: e.value }))
+          for (const r of rows) {
+            seenOrds.add(r.ord)
+            if (!valid(r.key, r.value)) report({ problem: "bad_row", family: family.name, ord: r.ord, key: hex(r.key), found: hex(r.value) })
+          }
+          const ids = yield* store.multiGet("tenants", rows.map((r) => K.tenantKey(r.ord)))
+          rows.forEach((r, i) => {
+            if (ids[i] === undefined || ids[i]!.length === 0) report({ problem: orphan, family: "tenants", ord: r.ord, found: ids[i] === undefined ? "none" : "tombstone", key: hex(r.key) })
+          })
+        })
+      )
+
+    // The tenant maps, the limits overrides and the endpoints, in one pass each.
     const tenantMaps = Effect.gen(function* () {
       // Tenant maps: ?t -> ?n and ?n -> ?t (a ?t tombstone has an empty value and no ?n).
       yield* walk(K.Families.tenants, (chunk) =>
@@ -247,20 +270,9 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
         })
       )
 
-      // Limits overrides ?l: a value this build reads, of a live tenant.
-      yield* walk(K.Families.tenant_limits, (chunk) =>
-        Effect.gen(function* () {
-          const rows = decodeAll(K.Families.tenant_limits, chunk, (e) => ({ key: e.key, ord: K.decodeTenantLimitsKey(e.key), value: e.value }))
-          for (const r of rows) {
-            seenOrds.add(r.ord)
-            if (Limits.decode(r.value) === undefined) report({ problem: "bad_row", family: "tenant_limits", ord: r.ord, key: hex(r.key), found: hex(r.value) })
-          }
-          const ids = yield* store.multiGet("tenants", rows.map((r) => K.tenantKey(r.ord)))
-          rows.forEach((r, i) => {
-            if (ids[i] === undefined || ids[i]!.length === 0) report({ problem: "limits_without_tenant", family: "tenants", ord: r.ord, found: ids[i] === undefined ? "none" : "tombstone", key: hex(r.key) })
-          })
-        })
-      )
+      // Limits overrides ?l and endpoints ?e: a value this build reads, of a live tenant.
+      yield* tenantRows(K.Families.tenant_limits, (k) => K.decodeTenantLimitsKey(k), (_k, v) => Limits.decode(v) !== undefined, "limits_without_tenant")
+      yield* tenantRows(K.Families.endpoints, (k) => K.decodeEndpointKey(k).ord, (k, v) => Endpoints.decode(K.decodeEndpointKey(k).id, v) !== undefined, "endpoint_without_tenant")
     })
     yield* tenantMaps
 

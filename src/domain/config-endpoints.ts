@@ -1,0 +1,58 @@
+/**
+ * The configuration of tenant endpoints and portal tokens (docs/configuration.md "Endpoints",
+ * "Portal tokens"): `endpoints.*` and `portal.*`, Schemas config.ts puts in the file's.
+ */
+import { Schema } from "effect"
+import { type Cidr, parseCidr } from "./ssrf.js"
+import { int, withDefault } from "./schema-parts.js"
+
+/** Shortest `portal.secret`. */
+export const PORTAL_SECRET_MIN_CHARS = 32
+/** Ceiling of `portal.maxTtlSeconds`: a week. */
+export const PORTAL_TTL_CEILING_S = 7 * 24 * 3_600
+/** Most networks `endpoints.allowNetworks` lists. */
+export const ALLOW_NETWORKS_MAX = 256
+
+/** A CIDR as text (config values stay JSON: `GET /v1/config` and reload compare them); `allowList` parses them. */
+const Network = Schema.String.check(
+  Schema.makeFilter((s: string) => parseCidr(s) !== undefined || "expected a network such as 127.0.0.0/8 or ::1/128 (no host bits past the prefix)")
+)
+
+let parsed: { readonly of: ReadonlyArray<string>; readonly list: ReadonlyArray<Cidr> } | undefined
+
+/** The networks of `endpoints.allowNetworks`, parsed once per list (a reload brings a new one). */
+export const allowList = (networks: ReadonlyArray<string>): ReadonlyArray<Cidr> => {
+  if (parsed === undefined || parsed.of !== networks) parsed = { of: networks, list: networks.flatMap((n) => parseCidr(n) ?? []) }
+  return parsed.list
+}
+
+export const EndpointsSettings = Schema.Struct({
+  /** Networks endpoint URLs may reach although the SSRF guard refuses them (tests and the demo allow loopback). */
+  allowNetworks: withDefault(Schema.Array(Network).check(Schema.isMaxLength(ALLOW_NETWORKS_MAX)), () => []),
+  /** Refuse endpoint URLs that are not https://. */
+  httpsOnly: withDefault(Schema.Boolean, () => false)
+})
+
+export const PortalSettings = Schema.Struct({
+  /** Signs portal tokens (HMAC-SHA256); absent: portal tokens are off. Every node of a fleet has the same one. */
+  secret: Schema.optional(
+    Schema.String.check(Schema.isMinLength(PORTAL_SECRET_MIN_CHARS, { message: `expected a secret of at least ${PORTAL_SECRET_MIN_CHARS} characters` }))
+  ),
+  /** A token's life when the request names none. */
+  ttlSeconds: withDefault(int(1, PORTAL_TTL_CEILING_S), () => 3_600),
+  /** The longest life a request may ask for. */
+  maxTtlSeconds: withDefault(int(1, PORTAL_TTL_CEILING_S), () => 24 * 3_600),
+  /** The origin the portal URL names (the proxy's, in a fleet); absent: the request's own `Host`. */
+  publicUrl: Schema.optional(
+    Schema.String.check(
+      Schema.makeFilter((s) => {
+        try {
+          const u = new URL(s)
+          return ((u.protocol === "http:" || u.protocol === "https:") && u.search === "" && u.hash === "") || "expected an http(s) origin such as https://hooks.example.com"
+        } catch {
+          return "expected an http(s) origin such as https://hooks.example.com"
+        }
+      })
+    )
+  )
+})
