@@ -1,6 +1,6 @@
 /**
  * The HTTP edge over real services for the edge tests: RocksDB in a temp dir
- * (or a given store layer), the Writer, Queue, QueuedBytes, Tenants, Limits, Quarantine,
+ * (or a given store layer), the Writer, Queue, QueuedBytes, Tenants, Limits, Endpoints, Quarantine,
  * Audit and Replay, and the server on 127.0.0.1 port 0. Requests go through `fetch`.
  */
 import { Context, Effect, Layer, Result, type Scope } from "effect"
@@ -12,6 +12,7 @@ import * as Cfg from "../src/domain/config.js"
 import * as Audit from "../src/lifecycle/audit.js"
 import * as Gate from "../src/http/gate.js"
 import * as Http from "../src/http/server.js"
+import * as Endpoints from "../src/queue/endpoints.js"
 import * as Limits from "../src/queue/limits.js"
 import * as Quarantine from "../src/lifecycle/quarantine.js"
 import * as Queue from "../src/queue/queue.js"
@@ -55,6 +56,7 @@ export interface EdgeOptions {
 export const services = (config: Cfg.Config) =>
   Layer.mergeAll(
     Tenants.layer,
+    Endpoints.layer,
     // No pipeline here: the Writer's wakes go to a Wake nobody waits on.
     Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs }).pipe(Layer.provide(Wake.layer)),
     Quarantine.layer(),

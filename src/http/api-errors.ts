@@ -9,10 +9,25 @@ import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import type { StoreError } from "../store/store.js"
 import type { StoreCheckBusy } from "../queue/format/check-service.js"
 import type { TenantNotFound } from "../queue/tenants.js"
-import { type BadRequest, type Forbidden, type NotReady, refusalOf, type TooLarge, type Unauthorized } from "./errors.js"
+import type { InvalidEndpoint, UnsafeUrl } from "../domain/endpoints.js"
+import type { EndpointLimit, EndpointNotFound } from "../queue/endpoints.js"
+import { type BadRequest, type Forbidden, type NotReady, type PortalOff, refusalOf, type TooLarge, type Unauthorized } from "./errors.js"
 
 /** Every error an admin request can meet before it is answered. */
-export type AdminError = BadRequest | TooLarge | Unauthorized | Forbidden | TenantNotFound | NotReady | StoreError | StoreCheckBusy
+export type AdminError =
+  | BadRequest
+  | TooLarge
+  | Unauthorized
+  | Forbidden
+  | TenantNotFound
+  | NotReady
+  | StoreError
+  | StoreCheckBusy
+  | InvalidEndpoint
+  | UnsafeUrl
+  | EndpointLimit
+  | EndpointNotFound
+  | PortalOff
 
 const body = <const Codes extends ReadonlyArray<string>>(status: number, codes: Codes) =>
   Schema.Struct({ error: Schema.Literals(codes), message: Schema.String }).pipe(HttpApiSchema.status(status))
@@ -54,6 +69,21 @@ export class UnknownTenantError extends Schema.Error<UnknownTenantError>("Unknow
   { httpApiStatus: 404, description: "The tenant has never been seen on this node" }
 ) {}
 
+export class UnknownEndpointError extends Schema.Error<UnknownEndpointError>("UnknownEndpoint")(
+  { error: Schema.Literal("unknown_endpoint"), message: Schema.String },
+  { httpApiStatus: 404, description: "No such endpoint of this tenant" }
+) {}
+
+export class UnprocessableError extends Schema.Error<UnprocessableError>("Unprocessable")(
+  { error: Schema.Literals(["invalid_endpoint", "unsafe_url", "endpoint_limit"]), message: Schema.String },
+  { httpApiStatus: 422, description: "A field refused (the message names it), a URL the SSRF guard refuses, or the tenant's endpoints are at tenants.maxEndpoints" }
+) {}
+
+export class PortalOffError extends Schema.Error<PortalOffError>("PortalOff")(
+  { error: Schema.Literal("portal_off"), message: Schema.String },
+  { httpApiStatus: 409, description: "Portal tokens are off: portal.secret is not set" }
+) {}
+
 export class TooLargeError extends Schema.Error<TooLargeError>("TooLarge")(
   { error: Schema.Literal("too_large"), message: Schema.String },
   { httpApiStatus: 413, description: "The body exceeds its bound" }
@@ -81,6 +111,9 @@ export type WireOf<E> = E extends { readonly _tag: "BadRequest" } ? BadRequestEr
   : E extends { readonly _tag: "Unauthorized" } ? UnauthorizedError
   : E extends { readonly _tag: "Forbidden" } ? ForbiddenError
   : E extends { readonly _tag: "TenantNotFound" } ? UnknownTenantError
+  : E extends { readonly _tag: "EndpointNotFound" } ? UnknownEndpointError
+  : E extends { readonly _tag: "InvalidEndpoint" | "UnsafeUrl" | "EndpointLimit" } ? UnprocessableError
+  : E extends { readonly _tag: "PortalOff" } ? PortalOffError
   : E extends { readonly _tag: "TooLarge" } ? TooLargeError
   : E extends { readonly _tag: "NotReady" | "StoreError" | "StoreCheckBusy" } ? UnavailableError
   : never
@@ -97,7 +130,13 @@ export const toApi = <E extends AdminError>(e: E): WireOf<E> => {
       case 403:
         return new ForbiddenError({ error: "forbidden", message })
       case 404:
-        return new UnknownTenantError({ error: "unknown_tenant", message })
+        return r.body.error === "unknown_endpoint"
+          ? new UnknownEndpointError({ error: "unknown_endpoint", message })
+          : new UnknownTenantError({ error: "unknown_tenant", message })
+      case 409:
+        return new PortalOffError({ error: "portal_off", message })
+      case 422:
+        return new UnprocessableError({ error: r.body.error as UnprocessableError["error"], message })
       case 413:
         return new TooLargeError({ error: "too_large", message })
       case 503:

@@ -4,13 +4,11 @@
  * errors each may answer, and the middleware they run behind. admin.ts and
  * ops.ts implement it; routes.ts serves it with its OpenAPI document.
  */
-import { Context, Effect, Schema, type SchemaAST, SchemaIssue, SchemaTransformation } from "effect"
+import { Effect, Schema, type SchemaAST, SchemaIssue, SchemaTransformation } from "effect"
 import * as HttpApi from "effect/http-api/HttpApi"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
-import * as HttpApiMiddleware from "effect/http-api/HttpApiMiddleware"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
-import * as HttpApiSecurity from "effect/http-api/HttpApiSecurity"
 import * as OpenApi from "effect/http-api/OpenApi"
 import { AUDIT_ACTIONS } from "../domain/audit.js"
 import type * as K from "../domain/keys.js"
@@ -19,17 +17,9 @@ import * as Audit from "../lifecycle/audit.js"
 import * as Quarantine from "../lifecycle/quarantine.js"
 import * as Prometheus from "../observability/prometheus.js"
 import { DEAD_MAX_LIMIT } from "../queue/queue.js"
-import {
-  BadRequestError,
-  ConfigInvalidError,
-  ForbiddenError,
-  TooLargeError,
-  Unauthorized401,
-  Unavailable503,
-  UnknownTenantError
-} from "./api-errors.js"
-import type { ApiServices } from "./gate.js"
+import { ConfigInvalidError, ForbiddenError, TooLargeError, Unavailable503, UnknownTenantError } from "./api-errors.js"
 import * as C from "./console-schemas.js"
+import { EndpointsApi, PortalApi } from "./endpoints-api.js"
 import { Count, CounterFields } from "./schema-fields.js"
 import { ReloadAnswer } from "./config-schemas.js"
 import { StoreCheckAnswer } from "./store-check-schemas.js"
@@ -49,39 +39,8 @@ export const QUARANTINE_PAGE_MAX = Quarantine.MAX_LIST_LIMIT
 export const AUDIT_PAGE_DEFAULT = 100
 export const AUDIT_PAGE_MAX = Audit.MAX_LIST_LIMIT
 
-// ---------------------------------------------------------------------------
-// Who asks, and what runs around every admin endpoint
-
-/** An admin token as a request sees it; scopes follow the Quarantine and Audit services: `null` is global. */
-export interface Principal {
-  /** The token's name (audit rows name it, never the token). */
-  readonly name: string
-  /** null: every tenant. */
-  readonly tenants: ReadonlyArray<string> | null
-}
-
-/** The principal of the admin request being served. */
-export class Admin extends Context.Service<Admin, Principal>()("ankusa/http/Admin") {}
-
-/** Bearer token of `adminTokens` (auth.ts). Outermost: a request without one is refused before anything else. */
-export class AdminAuth extends HttpApiMiddleware.Service<AdminAuth, { provides: Admin }>()("ankusa/http/AdminAuth", {
-  security: {
-    bearer: HttpApiSecurity.bearer.pipe(
-      HttpApiSecurity.annotate(OpenApi.Description, "A token of `adminTokens`: global, or scoped to a list of tenants")
-    )
-  },
-  error: Unauthorized401
-}) {}
-
-/** The services behind the gate (gate.ts): 503 while the node starts or stops. */
-export class Services extends HttpApiMiddleware.Service<Services, { provides: ApiServices }>()("ankusa/http/Services", {
-  error: Unavailable503
-}) {}
-
-/** A query, path or body that fails its schema answers 400 `bad_query` or `bad_body`. */
-export class RequestErrors extends HttpApiMiddleware.Service<RequestErrors>()("ankusa/http/RequestErrors", {
-  error: BadRequestError
-}) {}
+import { AdminAuth, RequestErrors, Services } from "./api-security.js"
+export { Admin, AdminAuth, type Principal, RequestErrors, Services } from "./api-security.js"
 
 // ---------------------------------------------------------------------------
 // Queries and bodies
@@ -389,6 +348,8 @@ export class OpsApi extends HttpApiGroup.make("ops")
 export class Api extends HttpApi.make("ankusa")
   .add(AdminApi)
   .add(LimitsApi)
+  .add(EndpointsApi)
+  .add(PortalApi)
   .add(ConsoleApi)
   .add(StoreApi)
   .add(OpsApi)

@@ -2,15 +2,18 @@
  * Admin bearer tokens (product.md "Admin"): a token is global or scoped to a
  * list of tenants, and a scoped token sees and touches only its tenants.
  * Scopes use the convention of the Quarantine and Audit services: `null` is
- * global. The `AdminAuth` middleware of the API (api.ts) checks the token.
+ * global. The `AdminAuth` middleware of the API (api.ts) checks the token; a
+ * portal token (`apt_…`, portal.ts) is a principal scoped to one tenant.
  */
-import { Effect, Layer, Redacted } from "effect"
+import { Clock, Effect, Layer, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { currentOf, type Generation } from "../config/live.js"
 import type { AdminToken, Config } from "../domain/config.js"
 import { Admin, AdminAuth, type Principal } from "./api.js"
 import { toApi } from "./api-errors.js"
+import { looksLikePortalToken } from "../domain/portal.js"
 import { Forbidden, Unauthorized } from "./errors.js"
+import { opens, principalOf } from "./portal.js"
 
 export type { Principal }
 
@@ -47,10 +50,19 @@ export const layer = (config: Config): Layer.Layer<AdminAuth> =>
         return built.table
       }
       return {
-        bearer: (httpEffect, { credential }) => {
+        bearer: (httpEffect, { credential, endpoint, group }) => {
           const token = Redacted.value(credential).trim()
-          const p = token === "" ? undefined : tableOf(current()).find(token)
-          return p === undefined ? Effect.fail(toApi(new Unauthorized())) : Effect.provideService(httpEffect, Admin, p)
+          const who = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+            const g = current()
+            // A portal token (portal.ts) opens only its tenant's portal routes, until it expires.
+            const p = token === ""
+              ? undefined
+              : looksLikePortalToken(token)
+              ? (opens(group.identifier, endpoint.identifier) ? principalOf(g, token, now) : undefined)
+              : tableOf(g).find(token)
+            return p === undefined ? Effect.fail(toApi(new Unauthorized())) : Effect.succeed(p)
+          })
+          return Effect.flatMap(who, (p) => Effect.provideService(httpEffect, Admin, p))
         }
       }
     })

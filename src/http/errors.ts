@@ -7,7 +7,9 @@
 import { Data } from "effect"
 import { HttpServerResponse } from "effect/http"
 import type { AdmissionRefusal } from "../domain/admission.js"
+import type { InvalidEndpoint, UnsafeUrl } from "../domain/endpoints.js"
 import type { TenantLimit } from "../domain/tenants.js"
+import type { EndpointLimit, EndpointNotFound } from "../queue/endpoints.js"
 import type { StoreError } from "../store/store.js"
 import type { StoreCheckBusy } from "../queue/format/check-service.js"
 import type { TenantNotFound } from "../queue/tenants.js"
@@ -28,6 +30,9 @@ export class Unauthorized extends Data.TaggedError("Unauthorized")<{}> {}
 
 /** A valid token asking for data outside its scope. */
 export class Forbidden extends Data.TaggedError("Forbidden")<{ readonly message: string }> {}
+
+/** `POST /v1/tenants/:tenant/portal-token` on a node without `portal.secret`. */
+export class PortalOff extends Data.TaggedError("PortalOff")<{}> {}
 
 /** No route for the method and path. */
 export class NotFound extends Data.TaggedError("NotFound")<{}> {}
@@ -52,6 +57,11 @@ export type EdgeError =
   | StoreError
   | StoreCheckBusy
   | AdmissionRefusal
+  | InvalidEndpoint
+  | UnsafeUrl
+  | EndpointLimit
+  | EndpointNotFound
+  | PortalOff
 
 /** Ingest outcomes as counted by `ankusa_ingest_requests_total{outcome}` (docs/api.md). */
 export type Outcome =
@@ -144,6 +154,16 @@ export const refusalOf = (e: EdgeError): Refusal => {
       return refusal(404, "not_found", "bad_request", "no such endpoint (GET /v1/openapi.json lists the admin API)")
     case "TenantNotFound":
       return refusal(404, "unknown_tenant", "bad_request", "no such tenant on this node")
+    case "EndpointNotFound":
+      return refusal(404, "unknown_endpoint", "bad_request", "no such endpoint of this tenant")
+    case "InvalidEndpoint":
+      return refusal(422, "invalid_endpoint", "bad_request", e.message)
+    case "UnsafeUrl":
+      return refusal(422, "unsafe_url", "bad_request", e.message)
+    case "EndpointLimit":
+      return refusal(422, "endpoint_limit", "bad_request", `the tenant has ${e.max} endpoints, its most (tenants.maxEndpoints)`)
+    case "PortalOff":
+      return refusal(409, "portal_off", "bad_request", "portal tokens are off on this node: portal.secret is not set")
     case "TenantLimit":
       return refusal(503, "tenant_limit", "tenant_limit", `this node serves at most ${e.max} tenants`, {
         "retry-after": String(TENANT_LIMIT_RETRY_AFTER_S)

@@ -6,6 +6,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { Audit } from "../lifecycle/audit.js"
+import type { Endpoints } from "../queue/endpoints.js"
 import type { Quarantine } from "../lifecycle/quarantine.js"
 import type { Limits } from "../queue/limits.js"
 import type { Queue } from "../queue/queue.js"
@@ -15,7 +16,7 @@ import type { Writer } from "../queue/writer.js"
 import { NotReady } from "./errors.js"
 
 /** What ingest and admin handlers run with. */
-export type ApiServices = Writer | Queue | Tenants | Replay | Quarantine | Audit | Limits
+export type ApiServices = Writer | Queue | Tenants | Replay | Quarantine | Audit | Limits | Endpoints
 
 export type Phase = "starting" | "migrating" | "recovering" | "ready" | "stopping"
 

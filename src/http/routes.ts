@@ -13,14 +13,24 @@ import * as Middleware from "./api-middleware.js"
 import * as Auth from "./auth.js"
 import * as Console from "./console.js"
 import * as ConsoleApi from "./console-api.js"
+import * as Endpoints from "./endpoints.js"
 import * as Limits from "./limits.js"
 import * as Ops from "./ops.js"
+import * as Portal from "./portal.js"
 import * as StoreCheck from "./store-check.js"
 
 export const layer = (config: Config) =>
   Layer.mergeAll(
     HttpApiBuilder.layer(Api, { openapiPath: OPENAPI_PATH }).pipe(
-      Layer.provide([Admin.layer(config), ConsoleApi.layer(config), Limits.layer, Ops.layer, StoreCheck.layer]),
+      Layer.provide([
+        Admin.layer(config),
+        ConsoleApi.layer(config),
+        Limits.layer,
+        Endpoints.layer(config),
+        Portal.layer(config),
+        Ops.layer,
+        StoreCheck.layer
+      ]),
       Layer.provide([Auth.layer(config), Middleware.layerServices, Middleware.layerRequestErrors]),
       // The builder asks for the platform's file and ETag services; no endpoint serves a file.
       Layer.provide(NodeHttpServer.layerHttpServices)

@@ -1,0 +1,130 @@
+/**
+ * The handlers of `EndpointsApi` (endpoints-api.ts; docs/api.md "Endpoints"): a tenant's
+ * endpoints through the `Endpoints` service. A scoped or portal token reaches only its tenants;
+ * every change (and every secret revealed) leaves an audit row, committed with the change. The
+ * order of refusals: the body's schema (400, 422), the scope (403), the tenant (404), the SSRF
+ * guard and the bound (422).
+ */
+import { Effect, Result } from "effect"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import { currentOf } from "../config/live.js"
+import type { Config } from "../domain/config.js"
+import { allowList } from "../domain/config-endpoints.js"
+import * as E from "../domain/endpoints.js"
+import { checkUrl } from "../domain/ssrf.js"
+import { Audit, audited } from "../lifecycle/audit.js"
+import { Endpoints } from "../queue/endpoints.js"
+import { Tenants } from "../queue/tenants.js"
+import { Admin, Api } from "./api.js"
+import { type AdminError, issueMessage, toApi } from "./api-errors.js"
+import { requireTenant } from "./auth.js"
+import { readJson } from "./body.js"
+import { ENDPOINT_BODY_MAX_BYTES } from "./endpoints-api.js"
+
+const answer = <A, E extends AdminError, R>(effect: Effect.Effect<A, E, R>) => Effect.mapError(effect, toApi)
+
+const iso = (ms: number) => new Date(ms).toISOString()
+
+/** The answer's form of an endpoint: no secret, times in ISO 8601. */
+export const view = (tenant: string, e: E.Endpoint) => {
+  const { secret: _secret, createdAt, updatedAt, ...rest } = e
+  return { ...rest, tenant, createdAt: iso(createdAt), updatedAt: iso(updatedAt) }
+}
+
+/** The body, read under its bound (413 past it; not JSON: 400) and decoded strictly: a refused field is 422 naming it. */
+const body = <A>(decode: (u: unknown) => Result.Result<A, { readonly issue: Parameters<typeof issueMessage>[0] }>) =>
+  Effect.flatMap(readJson(ENDPOINT_BODY_MAX_BYTES, "body: expected a JSON object"), (doc) => {
+    const decoded = decode(doc)
+    return Result.isSuccess(decoded)
+      ? Effect.succeed(decoded.success)
+      : Effect.fail(new E.InvalidEndpoint({ message: issueMessage(decoded.failure.issue, "body") }))
+  })
+
+/** The principal may act on `tenant`, and the node knows it: its ordinal. */
+const tenantOrd = (tenant: string) =>
+  Effect.gen(function* () {
+    const p = yield* Admin
+    yield* requireTenant(p, tenant)
+    return { p, ord: yield* Effect.flatMap(Tenants, (t) => t.ord(tenant)) }
+  })
+
+export const layer = (boot: Config) =>
+  HttpApiBuilder.group(Api, "endpoints", (handlers) =>
+    Effect.gen(function* () {
+      const current = yield* currentOf(boot)
+
+      const safeUrl = (url: string | undefined) => {
+        if (url === undefined) return Effect.void
+        const c = current().config
+        const v = checkUrl(url, { allow: allowList(c.endpoints.allowNetworks), httpsOnly: c.endpoints.httpsOnly })
+        return v.ok ? Effect.void : Effect.fail(new E.UnsafeUrl({ message: v.message }))
+      }
+
+      /** The audit row of a change, staged for the service's batch. */
+      const stage = (
+        actor: string,
+        tenant: string,
+        action: "endpoint.create" | "endpoint.update" | "endpoint.delete",
+        params: (e: E.Endpoint) => Record<string, unknown>
+      ) =>
+        Effect.map(Audit, (a) => (e: E.Endpoint) => a.stage({ actor, tenants: [tenant], action, params: { id: e.id, ...params(e) } }))
+
+      const list = (tenant: string) =>
+        Effect.gen(function* () {
+          const { ord } = yield* tenantOrd(tenant)
+          return { items: (yield* Effect.flatMap(Endpoints, (s) => s.list(ord))).map((e) => view(tenant, e)) }
+        })
+
+      const create = (tenant: string) =>
+        Effect.gen(function* () {
+          const input = yield* body(E.decodeCreate)
+          const { p, ord } = yield* tenantOrd(tenant)
+          yield* safeUrl(input.url)
+          const audit = yield* stage(p.name, tenant, "endpoint.create", (e) => ({ url: e.url }))
+          const made = yield* Effect.flatMap(Endpoints, (s) => s.create(ord, input, current().config.tenants.maxEndpoints, audit))
+          return { ...view(tenant, made), secret: made.secret }
+        })
+
+      const get = (tenant: string, id: string) =>
+        Effect.gen(function* () {
+          const { ord } = yield* tenantOrd(tenant)
+          return view(tenant, yield* Effect.flatMap(Endpoints, (s) => s.get(ord, id)))
+        })
+
+      const secret = (tenant: string, id: string) =>
+        Effect.gen(function* () {
+          const { p, ord } = yield* tenantOrd(tenant)
+          const e = yield* Effect.flatMap(Endpoints, (s) => s.get(ord, id))
+          yield* audited({ actor: p.name, tenants: [tenant], action: "endpoint.secret", params: { id: e.id } }, Effect.void)
+          return { id: e.id, secret: e.secret }
+        })
+
+      const update = (tenant: string, id: string) =>
+        Effect.gen(function* () {
+          const patch = yield* body(E.decodePatch)
+          const { p, ord } = yield* tenantOrd(tenant)
+          yield* safeUrl(patch.url)
+          // The audit row names the fields changed, never a secret or a header value.
+          const audit = yield* stage(p.name, tenant, "endpoint.update", () => ({ fields: Object.keys(patch) }))
+          const changed = yield* Effect.flatMap(Endpoints, (s) => s.update(ord, id, patch, audit))
+          return view(tenant, changed)
+        })
+
+      const remove = (tenant: string, id: string) =>
+        Effect.gen(function* () {
+          const { p, ord } = yield* tenantOrd(tenant)
+          const audit = yield* stage(p.name, tenant, "endpoint.delete", () => ({}))
+          const gone = yield* Effect.flatMap(Endpoints, (s) => s.remove(ord, id, audit))
+          return { id: gone.id, deleted: true as const }
+        })
+
+      return handlers
+        .handle("list", ({ params }) => answer(list(params.tenant)))
+        // Raw: the body is read by body.ts under its bound, not buffered whole by the builder.
+        .handleRaw("create", ({ params }) => answer(create(params.tenant)))
+        .handle("get", ({ params }) => answer(get(params.tenant, params.id)))
+        .handle("secret", ({ params }) => answer(secret(params.tenant, params.id)))
+        .handleRaw("update", ({ params }) => answer(update(params.tenant, params.id)))
+        .handle("remove", ({ params }) => answer(remove(params.tenant, params.id)))
+    })
+  )
