@@ -227,7 +227,7 @@ describe("endpoints over the API", () => {
         expect(made.status).toBe(201)
         expect((yield* send(edge, token, "GET", "/v1/tenants/acme/endpoints")).body.items.map((e: any) => e.id)).toEqual([made.body.id])
         expect((yield* send(edge, token, "GET", "/v1/dlq")).status).toBe(200)
-        expect((yield* send(edge, token, "GET", "/v1/whoami")).body).toEqual({ name: "portal:acme", tenants: ["acme"] })
+        expect((yield* send(edge, token, "GET", "/v1/whoami")).body).toEqual({ name: "portal:acme", tenants: ["acme"], expires_at: issued.body.expiresAt })
         // Another tenant's data is neither listed nor reachable by URL.
         expect((yield* send(edge, token, "GET", "/v1/tenants/globex/endpoints")).status).toBe(403)
         expect((yield* send(edge, token, "GET", `/v1/tenants/globex/endpoints/${theirs.body.id}`)).status).toBe(403)

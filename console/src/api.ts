@@ -17,6 +17,35 @@ export class ApiError extends Error {
 export interface Principal {
   readonly name: string
   readonly tenants: ReadonlyArray<string> | null
+  /** A portal token's expiry (ISO 8601): it opens only its tenant's endpoints and dead letters. */
+  readonly expires_at?: string
+}
+
+/** A tenant's endpoint as the API shows it (docs/api.md "Endpoints"); the secret only on create or reveal. */
+export interface Endpoint {
+  readonly id: string
+  readonly tenant: string
+  readonly url: string
+  readonly description: string
+  readonly eventTypes: ReadonlyArray<string>
+  readonly headers: Readonly<Record<string, string>>
+  readonly ratePerSec: number
+  readonly concurrency: number
+  readonly disabled: boolean
+  readonly disabledReason: string | null
+  readonly createdAt: string
+  readonly updatedAt: string
+}
+
+export interface EndpointInput {
+  readonly url?: string
+  readonly description?: string
+  readonly eventTypes?: ReadonlyArray<string>
+  readonly headers?: Readonly<Record<string, string>>
+  readonly ratePerSec?: number
+  readonly concurrency?: number
+  readonly disabled?: boolean
+  readonly disabledReason?: string | null
 }
 
 export interface Counters {
@@ -198,5 +227,13 @@ export const api = {
   quarantine: (q: { readonly tenant?: string | undefined; readonly cursor?: string | null | undefined }) =>
     call<Page<QuarantineItem>>("GET", `/v1/quarantine${query({ tenant: q.tenant, cursor: q.cursor, limit: 50 })}`),
   quarantineDelete: (tenant: string) => call<{ readonly deleted: number }>("DELETE", `/v1/quarantine${query({ tenant })}`),
+  endpoints: (tenant: string) => call<{ readonly items: ReadonlyArray<Endpoint> }>("GET", `/v1/tenants/${seg(tenant)}/endpoints`),
+  createEndpoint: (tenant: string, body: EndpointInput) =>
+    call<Endpoint & { readonly secret: string }>("POST", `/v1/tenants/${seg(tenant)}/endpoints`, body),
+  updateEndpoint: (tenant: string, id: string, body: EndpointInput) =>
+    call<Endpoint>("PATCH", `/v1/tenants/${seg(tenant)}/endpoints/${seg(id)}`, body),
+  deleteEndpoint: (tenant: string, id: string) => call<{ readonly id: string }>("DELETE", `/v1/tenants/${seg(tenant)}/endpoints/${seg(id)}`),
+  endpointSecret: (tenant: string, id: string) =>
+    call<{ readonly id: string; readonly secret: string }>("GET", `/v1/tenants/${seg(tenant)}/endpoints/${seg(id)}/secret`),
   audit: (q: { readonly cursor?: string | null | undefined }) => call<Page<AuditItem>>("GET", `/v1/audit${query({ cursor: q.cursor, limit: 50 })}`)
 }

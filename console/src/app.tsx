@@ -8,6 +8,7 @@ import { Loading } from "./components/status.js"
 import { Audit } from "./pages/audit.js"
 import { DeadHook } from "./pages/dead-hook.js"
 import { DeadLetters } from "./pages/dead-letters.js"
+import { Endpoints, EndpointsIndex } from "./pages/endpoints.js"
 import { Overview } from "./pages/overview.js"
 import { Quarantine } from "./pages/quarantine.js"
 import { SignIn } from "./pages/sign-in.js"
@@ -23,14 +24,29 @@ const PAGES = [
   { path: "dead", label: "Dead letters" },
   { path: "quarantine", label: "Quarantine" },
   { path: "audit", label: "Audit" },
-  { path: "sinks", label: "Sinks" }
+  { path: "sinks", label: "Sinks" },
+  { path: "endpoints", label: "Endpoints" }
 ] as const
 
+/** What a portal token opens (docs/api.md "Portal tokens"): the rest would answer 401 and sign it out. */
+const PORTAL_PAGES = ["endpoints", "dead"]
+
+const isPortal = (p: Principal) => p.expires_at !== undefined
+
+/** The first page of a principal: a portal token's is its tenant's endpoints. */
+const home = (p: Principal) => (isPortal(p) ? "endpoints" : "overview")
+
 const Page = ({ route, principal }: { readonly route: Route; readonly principal: Principal }) => {
-  const [first = "overview", second] = route.path
+  const [first = home(principal), second, third] = route.path
+  if (isPortal(principal) && !PORTAL_PAGES.includes(first) && !(first === "tenants" && third === "endpoints")) {
+    return <EndpointsIndex principal={principal} />
+  }
   switch (first) {
     case "tenants":
+      if (second !== undefined && third === "endpoints") return <Endpoints key={second} tenant={second} />
       return second === undefined ? <Tenants principal={principal} /> : <Tenant key={second} tenant={second} />
+    case "endpoints":
+      return <EndpointsIndex principal={principal} />
     case "dead":
       return second === undefined ? <DeadLetters query={route.query} /> : <DeadHook key={second} id={second} />
     case "quarantine":
@@ -54,6 +70,8 @@ const Page = ({ route, principal }: { readonly route: Route; readonly principal:
 }
 
 export const App = () => {
+  // A portal URL carries its token in the fragment: kept for this tab, then taken out of the address.
+  Session.takePortalToken()
   const route = useRoute()
   // undefined: checking a kept token; null: signed out.
   const [principal, setPrincipal] = useState<Principal | null | undefined>(Session.token() === undefined ? null : undefined)
@@ -67,13 +85,14 @@ export const App = () => {
     })
   }, [principal])
   useEffect(() => {
-    const title = PAGES.find((p) => p.path === (route.path[0] ?? "overview"))?.label
+    const title = PAGES.find((p) => p.path === (route.path[2] === "endpoints" ? "endpoints" : (route.path[0] ?? "overview")))?.label
     document.title = principal ? `${title ?? "Ankusa"} · Ankusa console` : "Ankusa console"
   }, [route, principal])
 
   if (principal === undefined) return <Loading />
   if (principal === null) return <SignIn onSignedIn={setPrincipal} />
-  const current = route.path[0] ?? "overview"
+  const current = route.path[2] === "endpoints" ? "endpoints" : (route.path[0] ?? home(principal))
+  const pages = isPortal(principal) ? PAGES.filter((p) => PORTAL_PAGES.includes(p.path)) : PAGES
   return (
     <>
       <a class="skip" href="#main" onClick={(e) => (e.preventDefault(), document.getElementById("main")?.focus())}>
@@ -83,7 +102,7 @@ export const App = () => {
         <span class="brand">Ankusa</span>
         <nav aria-label="Pages">
           <ul>
-            {PAGES.map((p) => (
+            {pages.map((p) => (
               <li key={p.path}>
                 <a href={href([p.path])} aria-current={current === p.path ? "page" : undefined}>
                   {p.label}

@@ -121,7 +121,9 @@ export const layer = (config: Config) =>
       return handlers
         .handle("whoami", () => Effect.gen(function* () {
           const p = yield* Admin
-          return { name: p.name, tenants: p.tenants }
+          return p.portal === undefined
+            ? { name: p.name, tenants: p.tenants }
+            : { name: p.name, tenants: p.tenants, expires_at: new Date(p.portal.expiresAt).toISOString() }
         }))
         .handle("tenants", () => answer(tenants))
         .handle("hook", ({ params }) => hook(params.id))

@@ -9,7 +9,9 @@ import { Count, CounterFields } from "./schema-fields.js"
 export const Whoami = Schema.Struct({
   name: Schema.String,
   /** null: a global token. */
-  tenants: Schema.NullOr(Schema.Array(Schema.String))
+  tenants: Schema.NullOr(Schema.Array(Schema.String)),
+  /** A portal token's expiry; absent for the tokens of `adminTokens`. */
+  expires_at: Schema.optionalKey(Schema.String)
 }).annotate({ identifier: "Whoami" })
 
 export const TenantList = Schema.Struct({

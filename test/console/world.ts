@@ -20,6 +20,7 @@ export const unavailable: string | undefined = fs.existsSync(CHROMIUM)
 
 export const GLOBAL_TOKEN = "console-test-global-token-0123456789"
 export const SCOPED_TOKEN = "console-test-umbrella-token-0123456789"
+export const PORTAL_SECRET = "console-test-portal-secret-0123456789"
 export const SCREENSHOTS = path.join(import.meta.dirname, "__screenshots__")
 /** `ANKUSA_DOCS_SCREENSHOTS=1`: also write the README's screenshots to docs/img/. */
 export const DOCS_IMG = process.env["ANKUSA_DOCS_SCREENSHOTS"] === "1" ? path.resolve(import.meta.dirname, "../../docs/img") : undefined
@@ -88,6 +89,9 @@ export const startWorld = async (): Promise<World> => {
         { name: "umbrella-ops", token: SCOPED_TOKEN, tenants: ["umbrella"] }
       ],
       http: { demoSink: false },
+      // Endpoints the console tests save point at loopback only; portal tokens are on.
+      endpoints: { allowNetworks: ["127.0.0.0/8"] },
+      portal: { secret: PORTAL_SECRET },
       gauges: { intervalMs: 1_000 },
       pipeline: { tickMs: 20 }
     }
@@ -140,8 +144,8 @@ export const ingest = async (w: World, source: "shop" | "slow", tenant: string, 
 }
 
 /** The admin API with the global token (what the test checks against, beside the page). */
-export const admin = async <A = any>(w: World, p: string): Promise<A> => {
-  const r = await fetch(w.url + p, { headers: { authorization: `Bearer ${GLOBAL_TOKEN}` } })
+export const admin = async <A = any>(w: World, p: string, method = "GET"): Promise<A> => {
+  const r = await fetch(w.url + p, { method, headers: { authorization: `Bearer ${GLOBAL_TOKEN}` } })
   if (!r.ok) throw new Error(`${p} answered ${r.status}: ${await r.text()}`)
   return (await r.json()) as A
 }

@@ -1,0 +1,106 @@
+/**
+ * The Endpoints page in a real browser (issue 27; docs/console.md "Endpoints"): Debian's
+ * Chromium against a real gateway (world.ts), with a scoped token and with a portal URL. The
+ * endpoints saved point at 127.0.0.1 only (the world allows loopback through
+ * endpoints.allowNetworks).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { Page } from "playwright-core"
+import { admin, ingest, openConsole, SCOPED_TOKEN, screenshot, unavailable, until, type World, startWorld } from "./world.js"
+
+if (unavailable !== undefined) console.warn(unavailable)
+
+const poll = <A>(read: () => Promise<A> | A) => expect.poll(read, { timeout: 10_000 })
+
+type Listed = { items: Array<{ id: string; url: string; disabled: boolean; description: string; eventTypes: Array<string> }> }
+
+const endpointsOf = (w: World, tenant: string) => admin<Listed>(w, `/v1/tenants/${tenant}/endpoints`)
+
+const createForm = (page: Page) => page.getByRole("form", { name: "Create endpoint" })
+
+describe.skipIf(unavailable !== undefined)("console: endpoints", { timeout: 90_000 }, () => {
+  let w: World
+  beforeAll(async () => {
+    w = await startWorld()
+  }, 150_000)
+  afterAll(async () => {
+    await w?.close()
+  })
+
+  it("the endpoints page works for a scoped token", async () => {
+    w.orders.mode = "fail"
+    await ingest(w, "shop", "umbrella")
+    await ingest(w, "shop", "initech")
+    await until("umbrella's dead row", () => admin(w, "/v1/dlq?tenant=umbrella"), (p) => p.items.length >= 1)
+    const page = await openConsole(w, SCOPED_TOKEN)
+    await poll(() => page.getByRole("link", { name: "Endpoints" }).isVisible()).toBe(true)
+    await page.getByRole("link", { name: "Endpoints" }).click()
+    await poll(() => page.getByRole("heading", { name: "Endpoints of umbrella" }).isVisible()).toBe(true)
+    // The tenant's dead letters, with the way to replay them.
+    await poll(() => page.locator("table.dead tbody tr").count()).toBeGreaterThan(0)
+    expect(await page.getByRole("link", { name: /All dead letters of umbrella/ }).isVisible()).toBe(true)
+
+    // Create: the secret is shown once.
+    const form = createForm(page)
+    await form.getByLabel("URL").fill("http://127.0.0.1:9/umbrella")
+    await form.getByLabel("Event types").fill("invoice.*, user.created")
+    await form.getByLabel("Headers").fill("x-umbrella: 1")
+    await form.getByRole("button", { name: "Create endpoint" }).click()
+    await poll(() => page.getByRole("status").filter({ hasText: "Created" }).textContent()).toMatch(/Created ep_[0-9a-f]{14}\. Its signing secret: whsec_/)
+    const [made] = (await endpointsOf(w, "umbrella")).items
+    expect(made).toMatchObject({ url: "http://127.0.0.1:9/umbrella", eventTypes: ["invoice.*", "user.created"], disabled: false })
+    const row = page.locator(`[data-endpoint="${made!.id}"]`)
+    await poll(() => row.isVisible()).toBe(true)
+    await screenshot(page, "endpoints-scoped-token")
+
+    // A refused field is shown as the node's refusal, naming the field.
+    await form.getByLabel("URL").fill("http://127.0.0.1:9/other")
+    await form.getByLabel("Headers").fill("Host: evil")
+    await form.getByRole("button", { name: "Create endpoint" }).click()
+    await poll(() => form.getByRole("alert").textContent()).toContain("headers.Host")
+    expect((await endpointsOf(w, "umbrella")).items.length).toBe(1)
+
+    // Disable, edit, reveal.
+    await row.getByRole("button", { name: "Disable" }).click()
+    await poll(() => row.locator("[data-status]").textContent()).toBe("disabled")
+    expect((await endpointsOf(w, "umbrella")).items[0]!.disabled).toBe(true)
+    await row.getByRole("button", { name: "Edit" }).click()
+    await row.getByRole("form", { name: "Save" }).getByLabel("Description").fill("billing")
+    await row.getByRole("button", { name: "Save" }).click()
+    await poll(async () => (await endpointsOf(w, "umbrella")).items[0]!.description).toBe("billing")
+    await row.getByRole("button", { name: "Enable" }).click()
+    await poll(() => row.locator("[data-status]").textContent()).toBe("enabled")
+    await row.getByRole("button", { name: "Reveal secret" }).click()
+    const secret = await admin<{ secret: string }>(w, `/v1/tenants/umbrella/endpoints/${made!.id}/secret`)
+    await poll(() => row.locator("[data-secret]").textContent()).toBe(secret.secret)
+
+    // Another tenant's endpoints are refused by URL.
+    await page.goto(`${w.url}/ui/#/tenants/initech/endpoints`)
+    await poll(() => page.getByRole("alert").first().textContent()).toContain("forbidden")
+    expect(await page.getByText("Add an endpoint").count()).toBe(0)
+
+    // Delete, after a confirmation.
+    await page.goto(`${w.url}/ui/#/tenants/umbrella/endpoints`)
+    await page.locator(`[data-endpoint="${made!.id}"]`).getByRole("button", { name: "Delete…" }).click()
+    await page.getByRole("dialog").getByRole("button", { name: "Delete endpoint" }).click()
+    await poll(() => page.getByText("No endpoints yet.").isVisible()).toBe(true)
+    expect((await endpointsOf(w, "umbrella")).items).toEqual([])
+    await page.close()
+  })
+
+  it("a portal URL signs in to its tenant's endpoints page alone", async () => {
+    const issued = await admin<{ token: string; url: string }>(w, "/v1/tenants/umbrella/portal-token", "POST")
+    const page = await w.context.newPage()
+    await page.goto(issued.url)
+    await poll(() => page.getByRole("heading", { name: "Endpoints of umbrella" }).isVisible()).toBe(true)
+    // The token left the address at once and is kept for the tab.
+    expect(page.url()).not.toContain(issued.token)
+    expect(await page.evaluate<string | null>(`sessionStorage.getItem("ankusa.console.token")`)).toBe(issued.token)
+    const nav = await page.getByRole("navigation", { name: "Pages" }).getByRole("link").allTextContents()
+    expect(nav).toEqual(["Dead letters", "Endpoints"])
+    await page.goto(`${w.url}/ui/#/tenants/initech/endpoints`)
+    await poll(() => page.getByRole("alert").first().textContent()).toContain("forbidden")
+    await screenshot(page, "endpoints-portal")
+    await page.close()
+  })
+})
