@@ -258,6 +258,10 @@ describe("endpoints over the API", () => {
         expect(actions).toContainEqual(["portal.token", "ops"])
         expect(actions).toContainEqual(["endpoint.create", "portal:acme"])
         expect(JSON.stringify(audit.body)).not.toContain(token)
+        // The secret is never shown by GET /v1/config.
+        const shown = yield* send(edge, GLOBAL, "GET", "/v1/config")
+        expect(shown.body.portal).toMatchObject({ secret: "[redacted]", ttlSeconds: 60 })
+        expect(JSON.stringify(shown.body)).not.toContain(SECRET)
       })
     ))
 
