@@ -23,10 +23,15 @@
  *    as in 2), QUIET's delays as in 1. The phase waits for every QUIET hook
  *    (bounded: 1.5 × the time the whole flood takes at its rate alone), not
  *    for the flood.
+ * 4. slow sink (issue 24): FLOOD's hooks go to their own source, routed to a
+ *    second sink that answers after SLOW_SINK_DELAY_MS (5 s; concurrency
+ *    16, so it takes 3.2 deliveries/s); QUIET's go to theirs, routed to the
+ *    healthy sink. FLOOD queues FLOOD_HOOKS, then QUIET runs as in 1.
  *
- * PASS only if every QUIET hook was acknowledged and delivered in both
- * phases, QUIET's p99 with the flood <= P99_FACTOR × its p99 alone +
- * P99_TICKS × pipeline.tickMs (read back from `GET /v1/config`), FLOOD's
+ * PASS only if every QUIET hook was acknowledged and delivered in phases 1,
+ * 3 and 4, QUIET's p99 with the flood (3) and beside the slow sink (4) <=
+ * P99_FACTOR × its p99 alone + P99_TICKS × pipeline.tickMs (read back from
+ * `GET /v1/config`), FLOOD's
  * rate with QUIET >= DRAIN_SHARE × its rate alone, and the flood's backlog
  * lasted through both windows (else its rate is not a drain rate).
  * Run: npm run build && npx tsx bench/noisy-neighbour.ts [--quick] [--flood N] [--quiet-seconds S]
@@ -64,6 +69,10 @@ const POLL_MS = 200
 const TOKEN = "noisy-neighbour-bench-token"
 const SOURCE = "shared"
 const TICK_DEFAULT_MS = 100
+/** Phase 4: FLOOD's sink answers after this long. */
+export const SLOW_SINK_DELAY_MS = 5_000
+const FLOOD_SOURCE = "flood-only"
+const QUIET_SOURCE = "quiet-only"
 
 const configFor = (sinkUrl: string) => ({
   sources: [{ id: SOURCE, tenant: { header: "x-tenant-id" }, routes: ["sink"] }],
@@ -81,12 +90,31 @@ const padded = (head: string): Buffer => {
 const FLOOD_BODY = padded('{"kind":"flood"')
 const quietBody = (i: number) => padded(`${QUIET_MARK},"i":${i}`)
 
+/** Phase 4: each tenant its own source; FLOOD's routed to the slow sink, QUIET's to the healthy one. */
+const slowConfigFor = (sinkUrl: string, slowUrl: string) => ({
+  sources: [
+    { id: FLOOD_SOURCE, tenant: { header: "x-tenant-id" }, routes: ["slow"] },
+    { id: QUIET_SOURCE, tenant: { header: "x-tenant-id" }, routes: ["sink"] }
+  ],
+  sinks: [
+    { name: "sink", url: `${sinkUrl}/sink`, concurrency: SINK_CONCURRENCY },
+    { name: "slow", url: `${slowUrl}/slow`, concurrency: SINK_CONCURRENCY, timeoutMs: 4 * SLOW_SINK_DELAY_MS }
+  ],
+  adminTokens: [{ name: "bench", token: TOKEN, tenants: "*" }],
+  http: { demoSink: false },
+  log: { level: "info" }
+})
+
 /** A fresh sink, data dir and server for one phase; all three gone afterwards. */
-const withNode = async <A>(phase: string, f: (server: ServeChild, sink: DelaySink) => Promise<A>): Promise<A> => {
+const withNode = async <A>(
+  phase: string,
+  f: (server: ServeChild, sink: DelaySink) => Promise<A>,
+  config: (sinkUrl: string) => Record<string, unknown> = configFor
+): Promise<A> => {
   const sink = await startDelaySink({ delayMs: SINK_DELAY_MS })
   const dir = tempDir(`noisy-${phase}`)
   try {
-    const server = await startServe({ dataDir: dir.path, config: configFor(sink.url) })
+    const server = await startServe({ dataDir: dir.path, config: config(sink.url) })
     log(`${phase}: ankusa serve pid ${server.pid} at ${server.url}, sink ${sink.url}`)
     try {
       return await f(server, sink)
@@ -110,9 +138,9 @@ const tickOf = async (server: ServeChild): Promise<number | undefined> => {
   }
 }
 
-const sendQuiet = (server: ServeChild) =>
+const sendQuiet = (server: ServeChild, source = SOURCE) =>
   pacedHooks({
-    url: `${server.url}/v1/hooks/${SOURCE}`,
+    url: `${server.url}/v1/hooks/${source}`,
     count: QUIET_HOOKS,
     periodMs: QUIET_PERIOD_MS,
     headers: { "content-type": "application/json", "x-tenant-id": "quiet" },
@@ -153,8 +181,8 @@ const quietFigures = (acks: ReadonlyArray<Ack>, seen: ReadonlyMap<string, number
 }
 
 /** QUIET's hooks, then the wait for their deliveries (at most `waitMs` after the last 202). */
-const runQuiet = async (server: ServeChild, sink: DelaySink, waitMs: number) => {
-  const acks = await sendQuiet(server)
+const runQuiet = async (server: ServeChild, sink: DelaySink, waitMs: number, source = SOURCE) => {
+  const acks = await sendQuiet(server, source)
   const lastAck = Math.max(...acks.map((a) => a.ackAt))
   const seen = await awaitQuiet(sink, acks, lastAck + waitMs)
   return quietFigures(acks, seen, waitMs / 1000)
@@ -169,9 +197,9 @@ interface FloodFigures {
   readonly rate: number
 }
 
-const queueFlood = async (phase: string, server: ServeChild) => {
+const queueFlood = async (phase: string, server: ServeChild, source = SOURCE) => {
   log(`${phase}: FLOOD queues ${int(FLOOD_HOOKS)} hooks over ${FLOOD_CONNECTIONS} connections`)
-  const request = rawPost(`/v1/hooks/${SOURCE}`, new URL(server.url).host, { "content-type": "application/json", "x-tenant-id": "flood" }, FLOOD_BODY)
+  const request = rawPost(`/v1/hooks/${source}`, new URL(server.url).host, { "content-type": "application/json", "x-tenant-id": "flood" }, FLOOD_BODY)
   const r = await queueHooks({ origin: server.url, connections: FLOOD_CONNECTIONS, count: FLOOD_HOOKS, request })
   const queued = r.statuses["202"] ?? 0
   const refused = Object.entries(r.statuses)
@@ -203,6 +231,8 @@ interface Phase {
   readonly flood?: FloodFigures
   readonly sinkMax: number
   readonly load: string
+  /** Phase 4: the slow sink's requests and most calls at once. */
+  readonly slow?: { readonly requests: number; readonly maxConcurrent: number }
 }
 
 const quietAlone = () =>
@@ -235,6 +265,37 @@ const together = (waitMs: number) =>
     return { name: "together", quiet, flood, sinkMax: (await sink.stats()).maxConcurrent, load: machine() } satisfies Phase
   })
 
+/** Phase 4: FLOOD's backlog waits for the slow sink while QUIET's hooks go to the healthy one. */
+const slowSink = async (waitMs: number): Promise<Phase> => {
+  const slow = await startDelaySink({ delayMs: SLOW_SINK_DELAY_MS })
+  try {
+    return await withNode(
+      "slow-sink",
+      async (server, sink) => {
+        const f = await queueFlood("slow-sink", server, FLOOD_SOURCE)
+        await sleep(Math.max(0, f.at + SETTLE_MS - epochMs()))
+        log(`slow-sink: QUIET sends ${QUIET_HOOKS} hooks, one every ${QUIET_PERIOD_MS} ms, to a healthy sink while FLOOD's wait for one answering in ${SLOW_SINK_DELAY_MS} ms`)
+        const quiet = await runQuiet(server, sink, waitMs, QUIET_SOURCE)
+        const s = await slow.stats()
+        // FLOOD's rate here: its deliveries (calls answered) at the slow sink since its last 202.
+        const answered = Math.max(0, s.requests - s.maxConcurrent)
+        const flood: FloodFigures = {
+          queued: f.queued,
+          refused: f.refused,
+          queueSeconds: f.seconds,
+          backlogStart: f.queued,
+          backlogEnd: f.queued - answered,
+          rate: answered / ((epochMs() - f.at) / 1000)
+        }
+        return { name: "slow sink", quiet, flood, sinkMax: (await sink.stats()).maxConcurrent, load: machine(), slow: { requests: s.requests, maxConcurrent: s.maxConcurrent } }
+      },
+      (sinkUrl) => slowConfigFor(sinkUrl, slow.url)
+    )
+  } finally {
+    await slow.close()
+  }
+}
+
 const ms = (x: number | undefined) => (x === undefined ? "-" : fmt(x, 1))
 
 main("noisy-neighbour", async () => {
@@ -248,9 +309,22 @@ main("noisy-neighbour", async () => {
   const rateAlone = b.flood.rate
   const waitMs = Math.min(MAX_WAIT_MS, QUIET_ALONE_WAIT_MS + (rateAlone > 0 ? (FLOOD_WAIT_FACTOR * FLOOD_HOOKS * 1000) / rateAlone : MAX_WAIT_MS))
   const c = await together(waitMs)
-  const phases: ReadonlyArray<Phase> = [a.phase, b, c]
+  const d = await slowSink(QUIET_ALONE_WAIT_MS)
+  const phases: ReadonlyArray<Phase> = [a.phase, b, c, d]
   table(
-    ["phase", "QUIET delivered/sent", "QUIET p50 ms", "p99 ms", "max ms", "FLOOD queued (s)", "FLOOD backlog window start→end", "FLOOD deliveries/s", "sink max concurrent", "machine"],
+    [
+      "phase",
+      "QUIET delivered/sent",
+      "QUIET p50 ms",
+      "p99 ms",
+      "max ms",
+      "FLOOD queued (s)",
+      "FLOOD backlog window start→end",
+      "FLOOD deliveries/s",
+      "sink max concurrent",
+      "slow sink requests (max concurrent)",
+      "machine"
+    ],
     phases.map((p) => [
       p.name,
       p.quiet === undefined ? "-" : `${p.quiet.delivered}/${p.quiet.sent}`,
@@ -261,12 +335,14 @@ main("noisy-neighbour", async () => {
       p.flood === undefined ? "-" : `${int(p.flood.backlogStart)}→${int(p.flood.backlogEnd)}`,
       p.flood === undefined ? "-" : int(p.flood.rate),
       String(p.sinkMax),
+      p.slow === undefined ? "-" : `${int(p.slow.requests)} (${p.slow.maxConcurrent})`,
       p.load
     ])
   )
   const tickMs = a.tickMs ?? TICK_DEFAULT_MS
   const qa = a.phase.quiet!
   const qc = c.quiet
+  const qd = d.quiet!
   const limit = P99_FACTOR * qa.p99 + P99_TICKS * tickMs
   const share = c.flood.rate / rateAlone
   console.log(
@@ -276,7 +352,7 @@ main("noisy-neighbour", async () => {
       `pipeline.tickMs ${tickMs}${a.tickMs === undefined ? " (GET /v1/config unreadable: the default assumed)" : " (GET /v1/config)"}.`
   )
   const reasons: Array<string> = []
-  for (const [name, q] of [["alone", qa], ["with the flood", qc]] as const) {
+  for (const [name, q] of [["alone", qa], ["with the flood", qc], ["beside the slow sink", qd]] as const) {
     if (q.acked < q.sent) reasons.push(`${q.sent - q.acked} of ${q.sent} QUIET hooks ${name} not answered 202`)
     if (q.delivered < q.acked) reasons.push(`${q.acked - q.delivered} of ${q.acked} QUIET hooks ${name} not delivered within ${fmt(q.waitedS, 0)} s of the last 202`)
   }
@@ -284,11 +360,13 @@ main("noisy-neighbour", async () => {
   const delayOk = qc.p99 <= limit
   const drainOk = share >= DRAIN_SHARE
   if (!delayOk) reasons.push(`QUIET p99 ${ms(qc.p99)} ms with the flood > ${P99_FACTOR}×${ms(qa.p99)} + ${P99_TICKS}×${tickMs} = ${ms(limit)} ms`)
+  if (!(qd.p99 <= limit)) reasons.push(`QUIET p99 ${ms(qd.p99)} ms beside the slow sink > ${P99_FACTOR}×${ms(qa.p99)} + ${P99_TICKS}×${tickMs} = ${ms(limit)} ms`)
   if (!drainOk) reasons.push(`FLOOD ${int(c.flood.rate)}/s with QUIET < ${DRAIN_SHARE * 100}% of ${int(rateAlone)}/s alone`)
   finish(
     "noisy-neighbour",
     reasons.length === 0,
     `QUIET p50/p99/max ${ms(qc.p50)}/${ms(qc.p99)}/${ms(qc.max)} ms with the flood (${qc.delivered}/${qc.sent} delivered), ` +
+      `${ms(qd.p50)}/${ms(qd.p99)}/${ms(qd.max)} ms beside the slow sink (${qd.delivered}/${qd.sent}; FLOOD's sink answering in ${SLOW_SINK_DELAY_MS} ms, ${d.slow?.maxConcurrent ?? 0} calls at once), ` +
       `${ms(qa.p50)}/${ms(qa.p99)}/${ms(qa.max)} ms alone (${qa.delivered}/${qa.sent}); p99 limit ${ms(limit)} ms (${P99_FACTOR}× alone + ${P99_TICKS} ticks of ${tickMs} ms); ` +
       `FLOOD ${int(c.flood.rate)}/s with QUIET, ${int(rateAlone)}/s alone (${fmt(share * 100, 1)}%, limit ${DRAIN_SHARE * 100}%); ` +
       `FLOOD backlog when QUIET started ${int(c.flood.backlogStart)}; sink max concurrency ${b.sinkMax} alone, ${c.sinkMax} together (configured ${SINK_CONCURRENCY}); ` +
