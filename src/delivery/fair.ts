@@ -19,6 +19,8 @@
  * - At most `maxMembers` members: a tenant found while the round is full waits in a FIFO, and while
  *   any waits each member served in full gives its place to the first of them (and waits behind the
  *   rest if it still has work). So with N tenants with work, a known one is served within N visits.
+ * - A member whose sinks refused rows (no free place, calls.ts) ends its turn with its deficit
+ *   dropped: rows it could not take are not owed.
  * - Limits hold a member back without spending its deficit: `maxInflight` (rows claimed and not
  *   settled, counted here) and `ratePerSec` (a token bucket holding RATE_BURST_SECONDS of tokens,
  *   kept until it has refilled, whether its tenant is a member or not).
@@ -62,6 +64,8 @@ export interface Got {
   readonly ord: number
   readonly rows: number
   readonly drained: boolean
+  /** Rows its sinks had no place for (calls.ts): it could take no more now. */
+  readonly refused?: number
 }
 
 /** `floorOf`: where each tenant's due read starts (its scan cursor, cursors.ts). */
@@ -184,6 +188,11 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
           m.idle = true
           served.push(p.ord)
         }
+      } else if ((g?.refused ?? 0) > 0) {
+        // What its sinks could not take is not owed: credit banked while a sink is full would let
+        // it crowd the others out once the sink has room. Its turn is over, as a drained one's.
+        m.deficit = 0
+        served.push(p.ord)
       } else {
         if (at === undefined && rows < p.limit) at = p.ord
         // The last member reached, still owed a row: the budget ended on it (its offer was cut to it).

@@ -131,8 +131,8 @@ export const makeTick = (
         const claimed = yield* queue.claim(now, requests, rowsLeft, bytesLeft, admission)
         const got: Array<Got> = []
         for (const v of claimed) {
-          got.push({ ord: v.ord, rows: v.rows.length, drained: v.drained })
           const a = v.admitted!
+          got.push({ ord: v.ord, rows: v.rows.length, drained: v.drained, refused: a.refused })
           visits.push({ ord: v.ord, markers: fair.takeMarkers(v.ord), rows: v.rows, next: v.next, envelopes: a.envelopes, firstRefused: a.firstRefused, last: a.last })
           taken.push(...v.rows)
           rowsLeft -= v.rows.length
