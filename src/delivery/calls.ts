@@ -75,6 +75,8 @@ export interface SinkCalls {
   readonly roomBesides: (names: ReadonlySet<string>) => boolean
   /** Places free over every sink (`capacity − held`): the most a claim could route. */
   readonly room: () => number
+  /** Whether every sink has `rows` free places and no tenant is parked: a claim of `rows` needs no admission. */
+  readonly roomForAll: (rows: number) => boolean
   /** The tick's claim is done: the rows admitted since the last call are routed (`kept`) or were given back. */
   readonly endClaim: (kept: boolean) => void
   /** Tenants parked on sinks whose waiting rows are down to half their `maxWaiting`: each with the lowest `at` refused. Cleared by the call. */
@@ -313,6 +315,11 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
       return n
     }
 
+    const roomForAll = (rows: number): boolean => {
+      for (const sink of sinks.values()) if (sink.parked.size > 0 || capacityOf(sink) - sink.held < rows) return false
+      return orphaned.length === 0
+    }
+
     state.room = room
     state.capacity = () => {
       if (sinks.size === 0) return Number.POSITIVE_INFINITY
@@ -464,6 +471,7 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
       admit,
       roomBesides,
       room,
+      roomForAll,
       endClaim,
       unparked,
       sinkStats: () => new Map([...sinks].map(([name, s]) => [name, { running: s.running, waiting: s.waiting.size(), parked: s.parked.size }])),

@@ -121,6 +121,9 @@ export const makeTick = (
     const visits: Array<Visit> = []
     // Rows claimed (written) by the passes so far: given back if a later pass fails.
     const taken: Array<DueEntry> = []
+    // Every sink has room for the whole budget and no tenant waits for one: no row can be refused,
+    // so the claim reads no hooks, and one multi-get after it reads the claimed rows' (docs/delivery.md).
+    const open = calls.roomForAll(rows)
     return Effect.gen(function* () {
       let rowsLeft = rows
       let bytesLeft = o.claimBytes
@@ -128,20 +131,31 @@ export const makeTick = (
         const planned = fair.plan(rowsLeft, bytesLeft, now, limits)
         if (planned.length === 0) break
         const requests = planned.map((p) => ({ ...p, floorAfter: cursors.afterOf(p.ord) }))
-        const claimed = yield* queue.claim(now, requests, rowsLeft, bytesLeft, admission)
+        const claimed = yield* queue.claim(now, requests, rowsLeft, bytesLeft, open ? undefined : admission)
         const got: Array<Got> = []
         for (const v of claimed) {
-          const a = v.admitted!
-          got.push({ ord: v.ord, rows: v.rows.length, drained: v.drained, refused: a.refused })
-          visits.push({ ord: v.ord, markers: fair.takeMarkers(v.ord), rows: v.rows, next: v.next, envelopes: a.envelopes, firstRefused: a.firstRefused, last: a.last })
+          const a = v.admitted
+          got.push({ ord: v.ord, rows: v.rows.length, drained: v.drained, refused: a?.refused ?? 0 })
+          const last = a === undefined ? v.rows[v.rows.length - 1]?.ref : a.last
+          visits.push({ ord: v.ord, markers: fair.takeMarkers(v.ord), rows: v.rows, next: v.next, envelopes: a?.envelopes ?? [], firstRefused: a?.firstRefused, last })
           taken.push(...v.rows)
           rowsLeft -= v.rows.length
           for (const r of v.rows) bytesLeft -= r.value.size
           // The next pass reads on from where this one stopped (the cursor is set for good below).
-          if (a.last !== undefined) cursors.set(v.ord, a.last.at, { seq: a.last.seq, sink: a.last.sink })
+          if (a?.last !== undefined) cursors.set(v.ord, a.last.at, { seq: a.last.seq, sink: a.last.sink })
         }
         fair.settle(planned, got, now, limits)
         // Budget left means every offer was met or its tenant drained: another round may claim more.
+      }
+      if (open && taken.length > 0) {
+        const envs = yield* queue.envelopes([...new Set(taken.map((d) => d.ref.seq))])
+        for (let i = 0; i < visits.length; i++) {
+          const v = visits[i]!
+          const envelopes = v.rows.map((d) => envs.get(d.ref.seq))
+          // Their places, which the room checked above guarantees.
+          v.rows.forEach((d, j) => calls.admit(d.ref.ord, envelopes[j]?.sinks[d.ref.sink], d.ref.at))
+          visits[i] = { ...v, envelopes }
+        }
       }
       calls.endClaim(true)
       return visits
