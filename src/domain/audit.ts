@@ -17,7 +17,9 @@ export const AUDIT_ACTIONS = [
   "endpoint.update",
   "endpoint.delete",
   "endpoint.secret",
-  "portal.token"
+  "portal.token",
+  "tenant.erase",
+  "tenant.lift"
 ] as const
 export type AuditAction = (typeof AUDIT_ACTIONS)[number]
 

@@ -27,6 +27,7 @@ export const P = {
   tenantOrd: ch("n"),
   tenantLimits: ch("l"),
   endpoints: ch("e"),
+  erasure: ch("r"),
   audit: ch("a")
 } as const
 
@@ -51,6 +52,7 @@ export type FamilyName =
   | "tenant_ords"
   | "tenant_limits"
   | "endpoints"
+  | "erasures"
   | "counters"
 
 export interface Family {
@@ -129,6 +131,8 @@ export const Families: Readonly<Record<FamilyName, Family>> = {
   tenant_limits: prefixed("tenant_limits", "tenants", V3, P.tenantLimits, L.ord),
   // Added to format 3 after it shipped, as tenant_limits: a tenant's endpoints (src/domain/endpoints.ts).
   endpoints: prefixed("endpoints", "tenants", V3, P.endpoints, L.ordId),
+  // TEN-5: an erase job and its refusal, by tenant id; added like tenant_limits.
+  erasures: prefixed("erasures", "tenants", V3, P.erasure, L.utf8),
   // TEN-1 §3: counters lo = <<0::40>>, hi = <<0xFFFFFFFF::32, 0xFF>>; merges read the value.
   counters: {
     name: "counters",

@@ -143,6 +143,10 @@ export const endpointKey = (ord: number, id: number): Uint8Array => endpoint.enc
 export const decodeEndpointKey = (k: Uint8Array): { readonly ord: number; readonly id: number } => endpoint.decode(k)
 /** Every endpoint key of a tenant starts with it. */
 export const endpointPrefix = (ord: number): Uint8Array => endpoint.lead(ord)
+// erasures ?r <<?r, tenant_id>> -> the erase job of the tenant id (src/domain/erase.ts)
+const erasure = utf8Codec(F.erasures)
+export const erasureKey = erasure.encode
+export const decodeErasureKey = erasure.decode
 
 // counters <<ord::32, field::8>> -> int64 (merged)
 const counter = fixedCodec(F.counters, L.ordField)

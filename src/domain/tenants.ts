@@ -17,6 +17,9 @@ export const MAX_TENANT_ID_BYTES = 256
 
 export class TenantLimit extends Data.TaggedError("TenantLimit")<{ readonly max: number }> {}
 
+/** The tenant id is being erased or was erased (TEN-5), and no operator has lifted the refusal. */
+export class TenantErased extends Data.TaggedError("TenantErased")<{ readonly tenant: string }> {}
+
 /** `m:next_ord` of a store that has never allocated: the first ordinal is 1. */
 export const nextOrdOf = (stored: Uint8Array | undefined): number => (stored === undefined ? 1 : decodeU32(stored))
 

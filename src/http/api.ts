@@ -23,6 +23,7 @@ import { EndpointsApi, PortalApi } from "./endpoints-api.js"
 import { Count, CounterFields } from "./schema-fields.js"
 import { ReloadAnswer } from "./config-schemas.js"
 import { StoreCheckAnswer } from "./store-check-schemas.js"
+import { EraseApi } from "./erase-api.js"
 
 /** Largest replay request body. */
 export const REPLAY_BODY_MAX_BYTES = 64 * 1024
@@ -352,6 +353,7 @@ export class Api extends HttpApi.make("ankusa")
   .add(PortalApi)
   .add(ConsoleApi)
   .add(StoreApi)
+  .add(EraseApi)
   .add(OpsApi)
   .annotateMerge(OpenApi.annotations({ title: "Ankusa admin and operations API", version: "v1" }))
 {}

@@ -8,7 +8,7 @@ import { Data } from "effect"
 import { HttpServerResponse } from "effect/http"
 import type { AdmissionRefusal } from "../domain/admission.js"
 import type { InvalidEndpoint, UnsafeUrl } from "../domain/endpoints.js"
-import type { TenantLimit } from "../domain/tenants.js"
+import type { TenantErased, TenantLimit } from "../domain/tenants.js"
 import type { EndpointLimit, EndpointNotFound } from "../queue/endpoints.js"
 import type { StoreError } from "../store/store.js"
 import type { StoreCheckBusy } from "../queue/format/check-service.js"
@@ -51,6 +51,7 @@ export type EdgeError =
   | NotReady
   | TenantNotFound
   | TenantLimit
+  | TenantErased
   | Overloaded
   | WriterClosed
   | InvalidIngest
@@ -71,6 +72,7 @@ export type Outcome =
   | "rejected"
   | "too_large"
   | "tenant_limit"
+  | "tenant_erased"
   | "unavailable"
   | "unknown_source"
   | "bad_request"
@@ -86,6 +88,7 @@ export const OUTCOMES: ReadonlyArray<Outcome> = [
   "rejected",
   "too_large",
   "tenant_limit",
+  "tenant_erased",
   "unavailable",
   "unknown_source",
   "bad_request",
@@ -168,6 +171,8 @@ export const refusalOf = (e: EdgeError): Refusal => {
       return refusal(503, "tenant_limit", "tenant_limit", `this node serves at most ${e.max} tenants`, {
         "retry-after": String(TENANT_LIMIT_RETRY_AFTER_S)
       })
+    case "TenantErased":
+      return refusal(410, "tenant_erased", "tenant_erased", "this tenant was erased on this node; an operator must lift the refusal first")
     case "Overloaded":
       return refusal(503, "unavailable", "unavailable", "the write queue is full", { "retry-after": String(OVERLOADED_RETRY_AFTER_S) })
     case "WriterClosed":

@@ -18,7 +18,7 @@ import { currentOf, type Generation } from "../config/live.js"
 import type { Config, Source } from "../domain/config.js"
 import * as Dedupe from "../domain/dedupe.js"
 import * as Signature from "../domain/signature.js"
-import { validTenantId } from "../domain/tenants.js"
+import { TenantErased, validTenantId } from "../domain/tenants.js"
 import { Quarantine } from "../lifecycle/quarantine.js"
 import { type IngestResult, type SubmitError, Writer, WriterClosed } from "../queue/writer.js"
 import * as Admission from "./admission.js"
@@ -211,6 +211,8 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
         if (services instanceof NotReady) return refuse(res, started, services)
         const tenant = tenantOf(source, req.headers as Headers)
         if (typeof tenant !== "string") return refuse(res, started, tenant)
+        // TEN-5: before the body and its verification, so nothing of an erased tenant is read or quarantined (no store read).
+        if (Context.get(services, Writer).erased(tenant)) return refuse(res, started, new TenantErased({ tenant }))
         const reserved = admission.admit(services, tenant, req.headers["content-length"], maxBodyBytes)
         if (typeof reserved !== "number") return refuse(res, started, reserved)
         // Released once: when the body is read (or refused), or when the request ends without that.

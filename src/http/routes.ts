@@ -14,6 +14,7 @@ import * as Auth from "./auth.js"
 import * as Console from "./console.js"
 import * as ConsoleApi from "./console-api.js"
 import * as Endpoints from "./endpoints.js"
+import * as Erase from "./erase.js"
 import * as Limits from "./limits.js"
 import * as Ops from "./ops.js"
 import * as Portal from "./portal.js"
@@ -29,7 +30,8 @@ export const layer = (config: Config) =>
         Endpoints.layer(config),
         Portal.layer(config),
         Ops.layer,
-        StoreCheck.layer
+        StoreCheck.layer,
+        Erase.layer
       ]),
       Layer.provide([Auth.layer(config), Middleware.layerServices, Middleware.layerRequestErrors]),
       // The builder asks for the platform's file and ETag services; no endpoint serves a file.

@@ -41,6 +41,7 @@ import {
   indexPath,
   listFiles,
   readAll,
+  readSegment,
   remove,
   segmentPath,
   syncDir,
@@ -49,6 +50,7 @@ import {
 } from "./archive-files.js"
 import { archiveCompactions, archiveDropped, archiveFramesLost, archiveHooks, archiveRepairs, withReason } from "../observability/lifecycle-metrics.js"
 import { type Obligation, Queue } from "../queue/queue.js"
+import { eraseTargets, rewriteFile } from "./archive-erase.js"
 import { scheduled } from "./scheduled.js"
 import { Store, type StoreError, type StoreShape } from "../store/store.js"
 
@@ -103,6 +105,18 @@ export interface ArchiveShape {
   /** What the start-up check found. */
   readonly repair: RepairReport
   readonly dir: string
+  /** Run `effect` with no compactor step in between (TEN-5: an erase drops a tenant's obligations in it). */
+  readonly exclusive: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /**
+   * TEN-5: rewrite every archive file past `after` (a file name; null: from the first) without the
+   * records of `ord` (archive-erase.ts), calling `done` after each file. The current segment is
+   * sealed first when it holds the tenant, so the next block starts a new segment.
+   */
+  readonly eraseTenant: <E, R>(
+    ord: number,
+    after: string | null,
+    done: (file: string, records: number) => Effect.Effect<void, E, R>
+  ) => Effect.Effect<void, E | StoreError | ArchiveError, R>
 }
 
 export class Archive extends Context.Service<Archive, ArchiveShape>()("ankusa/Archive") {}
@@ -227,7 +241,8 @@ export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }
         const lastSeq = Math.max(cursor?.lastSeq ?? 0, ...hooks.map((h) => h.seq))
         const fresh = cursor === undefined || cursor.segmentEnd === 0 || cursor.segmentEnd >= o.segmentBytes
         if (fresh) {
-          const firstSeq = hooks[0]!.seq
+          // Never a name at or below the current one (a sealed segment keeps its name, TEN-5).
+          const firstSeq = Math.max(hooks[0]!.seq, cursor === undefined ? 0 : cursor.segment + 1)
           // Leftovers of an earlier unsettled attempt at a new segment.
           for (const f of yield* listFiles(o.dir)) if (cursor === undefined || f.firstSeq > cursor.segment) yield* remove(f.path)
           yield* writeAt(segmentPath(o.dir, firstSeq), HEADER_BYTES, segFrame, SEGMENT_MAGIC)
@@ -312,12 +327,41 @@ export const make = (options: Partial<ArchiveOptions> & { readonly dir: string }
       }
     })
 
+    const sealIfHolds = (ord: number) =>
+      Effect.gen(function* () {
+        const c = cursor
+        if (c === undefined || c.segmentEnd === 0) return
+        const records = yield* readSegment(segmentPath(o.dir, c.segment), c.segmentEnd)
+        if (!records.some((r) => r.ord === ord)) return
+        // Cut what no cursor covers, then point the cursor past the segment: it is closed from now on.
+        yield* truncate(segmentPath(o.dir, c.segment), c.segmentEnd)
+        yield* truncate(indexPath(o.dir, c.segment), c.indexEnd)
+        const sealed = { ...c, segmentEnd: 0, indexEnd: 0 }
+        yield* writeCursor(store, sealed)
+        cursor = sealed
+      })
+
+    const eraseTenant = <E, R>(ord: number, after: string | null, done: (file: string, records: number) => Effect.Effect<void, E, R>) =>
+      lock.withPermits(1)(
+        Effect.gen(function* () {
+          yield* ensureDir(o.dir)
+          yield* sealIfHolds(ord)
+          for (const f of yield* eraseTargets(o.dir)) {
+            if (after !== null && f.name <= after) continue
+            const r = yield* rewriteFile(o.dir, f.path, ord, f.index)
+            yield* done(f.name, r.records)
+          }
+        })
+      )
+
     return {
       step,
       drain,
       cursor: Effect.sync(() => cursor),
       repair: start.report,
-      dir: o.dir
+      dir: o.dir,
+      exclusive: lock.withPermits(1),
+      eraseTenant
     } satisfies ArchiveShape
   })
 

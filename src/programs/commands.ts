@@ -119,7 +119,13 @@ const checkCommand = Command.make("check", { config: configFile, dataDir }, (a) 
   withStore((s) => Effect.flatMap(s.resolve(a.config, a.dataDir), (c) => s.check(c.dir)))
 ).pipe(Command.withDescription("Check every counter against a fold of the families, and the layout's invariants"))
 
+const liftEraseCommand = Command.make(
+  "lift-erase",
+  { tenant: Argument.String("TENANT").pipe(Argument.withDescription("The erased tenant id")), config: configFile, dataDir },
+  (a) => withStore((s) => Effect.flatMap(s.resolve(a.config, a.dataDir), (c) => s.liftErase(c.dir, a.tenant)))
+).pipe(Command.withDescription("Lift the refusal of an erased tenant id on a stopped node (it then gets a new ordinal)"))
+
 export const storeCommand = Command.make("store").pipe(
   Command.withDescription("Operate on the node's store"),
-  Command.withSubcommands([migrateCommand, fixtureCommand, checkCommand])
+  Command.withSubcommands([migrateCommand, fixtureCommand, checkCommand, liftEraseCommand])
 )

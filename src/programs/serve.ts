@@ -29,6 +29,7 @@ import { checkDataDir } from "../config/data-dir.js"
 import * as DedupeSweep from "../lifecycle/dedupe-sweep.js"
 import * as DiskReserve from "../lifecycle/disk-reserve.js"
 import * as DlqCeiling from "../lifecycle/dlq-ceiling.js"
+import * as Erase from "../lifecycle/erase.js"
 import * as EventLoopMetrics from "../observability/event-loop-metrics.js"
 import * as Gauges from "../observability/gauges.js"
 import * as Gate from "../http/gate.js"
@@ -150,7 +151,8 @@ const services = (config: Config, dataDir: string, storeDir: string) => {
       retention: Duration.millis(config.archive.retentionMs),
       segmentBytes: config.archive.segmentBytes
     })),
-    andThen(Reclaim.layer()),
+    // Before the pipeline: resumed erase jobs fence their tenants before any claim (TEN-5).
+    andThen(Layer.mergeAll(Erase.layer(), Reclaim.layer())),
     // Each sweep step runs inside the Writer's commit section (src/lifecycle/dedupe-sweep.ts says why).
     andThen(Layer.unwrap(Effect.map(Writer.Writer, (writer) => DedupeSweep.layer({ exclusive: writer.exclusive })))),
     andThen(DlqCeiling.layer({ maxRows: config.dlq.maxRows, maxBytes: config.dlq.maxBytes })),

@@ -31,6 +31,8 @@ export const CLI_PROGRESS_INTERVAL_MS = 1_000
 /** Where a node keeps its RocksDB store inside its data directory. */
 export const storeDirOf = (dataDir: string): string => path.join(dataDir, "store")
 
+export { liftErase } from "./store-erase.js"
+
 export class StoreMissing extends Data.TaggedError("StoreMissing")<{ readonly dir: string }> {
   override get message() {
     return `no store at ${this.dir} (no RocksDB CURRENT file); check --data-dir`

@@ -59,7 +59,7 @@ export interface Admission {
  * sees a row read here and not yet claimed.
  */
 export const claimDue =
-  (store: StoreShape, withTenant: WithTenant) =>
+  (store: StoreShape, withTenant: WithTenant, fenced: ReadonlySet<number> = new Set()) =>
   (now: number, requests: ReadonlyArray<ClaimRequest>, rows: number, bytes: number, admission?: Admission): Effect.Effect<Array<ClaimedVisit>, StoreError> => {
     const read = readDue(store)
     const readWith = readAdmitted(store)
@@ -101,7 +101,8 @@ export const claimDue =
       }
       return withTenant(
         r.ord,
-        Effect.suspend(() => read(r.ord, now, r.floorAt, limit, budget)).pipe(
+        // TEN-5: an erasing tenant's rows are not claimed (checked under its lock, see Queue.fence).
+        Effect.suspend(() => (fenced.has(r.ord) ? Effect.succeed({ rows: [], drained: true, next: undefined }) : read(r.ord, now, r.floorAt, limit, budget))).pipe(
           Effect.flatMap((due) => {
             visits.push({ ord: r.ord, rows: due.rows, drained: due.drained, next: due.next })
             return next(due.rows)
@@ -112,8 +113,14 @@ export const claimDue =
     return visit(0, rows, bytes).pipe(Effect.as(visits))
   }
 
-/** Claimed rows back to due as they were (`at`, kind), in one batch: a tick that failed after claiming them. */
+/**
+ * Claimed rows back to due as they were (`at`, kind), in one batch: a tick that failed after claiming them.
+ * Rows of a tenant whose inflight rows an erase took back (`taken`, Queue.takeBack) are dropped, as in settle.
+ */
 export const unclaim =
-  (store: StoreShape) =>
+  (store: StoreShape, taken: ReadonlySet<number> = new Set()) =>
   (rows: ReadonlyArray<DueEntry>): Effect.Effect<void, StoreError> =>
-    rows.length === 0 ? Effect.void : store.write(Deliveries.batch(rows.map((d) => Deliveries.unclaim(d.ref, d.value))), { sync: false })
+    Effect.suspend(() => {
+      const kept = taken.size === 0 ? rows : rows.filter((d) => !taken.has(d.ref.ord))
+      return kept.length === 0 ? Effect.void : store.write(Deliveries.batch(kept.map((d) => Deliveries.unclaim(d.ref, d.value))), { sync: false })
+    })

@@ -47,6 +47,8 @@ export interface EndpointsShape {
   readonly ofTenant: (ord: number) => Effect.Effect<ReadonlyArray<E.Endpoint>, StoreError>
   /** Called with the tenant's ordinal after each committed change (the delivery side refreshes). */
   readonly onChange: (listener: (ord: number) => void) => void
+  /** TEN-5 step 6: delete all the tenant's endpoints with `extra` (the erase job's record) in one synced batch; how many. */
+  readonly eraseTenant: (ord: number, extra: ReadonlyArray<Op>) => Effect.Effect<number, StoreError>
 }
 
 export class Endpoints extends Context.Service<Endpoints, EndpointsShape>()("ankusa/Endpoints") {}
@@ -157,6 +159,19 @@ export const make = Effect.gen(function* () {
       })
     })
 
+  const eraseTenant = (ord: number, extra: ReadonlyArray<Op>) =>
+    withTenant(
+      ord,
+      Effect.gen(function* () {
+        const rows = yield* store.scan("tenants", range(endpointPrefix(ord)), { limit: SCAN_LIMIT })
+        yield* store.write([...rows.map((r) => del("tenants", r.key)), ...extra], { sync: true })
+        generation++
+        cache.set(ord, [])
+        for (const l of listeners) l(ord)
+        return rows.length
+      })
+    )
+
   return {
     list,
     get,
@@ -164,7 +179,8 @@ export const make = Effect.gen(function* () {
     update,
     remove,
     ofTenant,
-    onChange: (listener) => void listeners.push(listener)
+    onChange: (listener) => void listeners.push(listener),
+    eraseTenant
   } satisfies EndpointsShape
 })
 

@@ -22,7 +22,7 @@ import { envelopes, tenantsOfHooks } from "./hooks.js"
 import { type CleanupOptions, type CleanupResult, type CleanupTenant, cleanupMarkers, cleanupMarkersOf } from "./markers.js"
 import { archiveObligations, type Obligation, settleArchive, unreferenced } from "./obligations.js"
 import { type PurgeKind, type PurgeResult, purgeTenant } from "./purge.js"
-import { recoverInflight } from "./recovery.js"
+import { recoverInflight, takeBackInflight } from "./recovery.js"
 import { type DeliveryRow, deliveryRow, deliveryRows, type Outcome, settle } from "./settle.js"
 import { pendingForSource, type SourcePending } from "./source.js"
 import { makeTenantLocks } from "./tenant-locks.js"
@@ -138,6 +138,16 @@ export interface QueueShape {
    * take it, so two of them never both count the same row's removal.
    */
   readonly withTenant: <A, E, R>(ord: number, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /**
+   * TEN-5 step 2: from the moment this ends, no claim takes a row of `ord` (a claim holding the
+   * tenant's lock has committed). In memory: an erase resumed after a restart fences again.
+   */
+  readonly fence: (ord: number) => Effect.Effect<void>
+  /**
+   * TEN-5 step 2 past its timeout: from now on outcomes of `ord`'s claimed rows are dropped unwritten,
+   * and its `?F` rows go back to due (recover, counted), to be purged by step 3. Returns how many.
+   */
+  readonly takeBack: (ord: number, now: number) => Effect.Effect<number, StoreError>
 }
 
 export class Queue extends Context.Service<Queue, QueueShape>()("ankusa/Queue") {}
@@ -148,12 +158,14 @@ const counters = (store: StoreShape) => (ord: number) =>
 export const make = (store: StoreShape): QueueShape => {
   const withTenant = makeTenantLocks()
   const countersOf = counters(store)
+  const fenced = new Set<number>()
+  const taken = new Set<number>()
   return {
     activeTenants: activeTenants(store),
     markerSlice: markerSlice(store),
-    claim: claimDue(store, withTenant),
-    unclaim: unclaim(store),
-    settle: settle(store),
+    claim: claimDue(store, withTenant, fenced),
+    unclaim: unclaim(store, taken),
+    settle: settle(store, taken),
     deliveryRow: deliveryRow(store),
     deliveryRows: deliveryRows(store),
     envelopes: envelopes(store),
@@ -182,7 +194,13 @@ export const make = (store: StoreShape): QueueShape => {
     purgeTenant: purgeTenant(store, withTenant),
     pendingForSource: pendingForSource(store),
     recoverInflight: recoverInflight(store),
-    withTenant
+    withTenant,
+    fence: (ord) => Effect.suspend(() => (fenced.add(ord), withTenant(ord, Effect.void))),
+    takeBack: (ord, now) =>
+      Effect.suspend(() => {
+        taken.add(ord)
+        return withTenant(ord, takeBackInflight(store, ord, now))
+      })
   }
 }
 

@@ -19,3 +19,16 @@ export const recoverInflight =
         return store.write(Deliveries.batch(ts), { sync: true }).pipe(Effect.as(n + ts.length))
       })
     )
+
+/** One tenant's `?F` rows back to due (TEN-5 step 2 past its timeout), in synced chunks; the caller holds its lock. */
+export const takeBackInflight = (store: StoreShape, ord: number, now: number): Effect.Effect<number, StoreError> =>
+  Effect.gen(function* () {
+    let n = 0
+    for (;;) {
+      const page = yield* store.scan("index", Deliveries.tenantInflightRange(ord), { limit: RECOVER_CHUNK })
+      if (page.length === 0) return n
+      const ts = page.map((e) => Deliveries.recover(K.decodeInflightKey(e.key), K.decodeSizeValue(e.value), now))
+      yield* store.write(Deliveries.batch(ts), { sync: true })
+      n += ts.length
+    }
+  })

@@ -37,10 +37,14 @@ const transitionOf = (o: Outcome): Deliveries.Transition => {
   }
 }
 
+/** `taken`: tenants whose inflight rows an erase took back (Queue.takeBack); their outcomes are dropped, in the same run as the write is sent. */
 export const settle =
-  (store: StoreShape) =>
+  (store: StoreShape, taken: ReadonlySet<number> = new Set()) =>
   (outcomes: ReadonlyArray<Outcome>): Effect.Effect<void, StoreError> =>
-    outcomes.length === 0 ? Effect.void : store.write(Deliveries.batch(outcomes.map(transitionOf)), { sync: false })
+    Effect.suspend(() => {
+      const kept = taken.size === 0 ? outcomes : outcomes.filter((o) => !taken.has(o.ref.ord))
+      return kept.length === 0 ? Effect.void : store.write(Deliveries.batch(kept.map(transitionOf)), { sync: false })
+    })
 
 /**
  * A claimed row's delivery row (attempts, last status), read only when an outcome needs it (a

@@ -3,13 +3,14 @@
  * the hooks, their rows and dedupe records for the requests that are new. No I/O: the Writer
  * (writer.ts) reads what these need, and writes what they build.
  */
-import type { Exit } from "effect"
+import { Effect, type Exit } from "effect"
 import * as Dedupe from "../domain/dedupe.js"
 import { DEFAULT_TENANT, encodeEnvelope } from "../domain/envelope.js"
 import * as HookId from "../domain/hook-id.js"
 import * as Keys from "../domain/keys.js"
 import type { Op } from "../domain/ops.js"
 import { ingest, type Transition } from "../domain/deliveries.js"
+import type { StoreShape } from "../store/store.js"
 import type { IngestRequest, IngestResult, SubmitError } from "./writer.js"
 
 export interface Item {
@@ -135,3 +136,17 @@ export const buildHooks = (
   }
   return { ...out, nextSeq }
 }
+
+/** The tenant ids refused since an erase (TEN-5): one `?r` row each, read once at start. */
+export const refusedTenants = (store: StoreShape) =>
+  Effect.gen(function* () {
+    const refused = new Set<string>()
+    const range = Keys.familyDataRange(Keys.Families.erasures)
+    let lo = range.lo
+    for (;;) {
+      const page = yield* store.scan("tenants", { lo, hi: range.hi }, { limit: 1_000 })
+      for (const e of page) refused.add(Keys.decodeErasureKey(e.key))
+      if (page.length < 1_000) return refused
+      lo = Keys.keyAfter(page[page.length - 1]!.key)
+    }
+  })

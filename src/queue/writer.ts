@@ -11,7 +11,8 @@ import * as HookId from "../domain/hook-id.js"
 import * as Keys from "../domain/keys.js"
 import { type Op, put } from "../domain/ops.js"
 import * as TenantOrds from "../domain/tenants.js"
-import { TenantLimit } from "../domain/tenants.js"
+import { TenantErased, TenantLimit } from "../domain/tenants.js"
+import { DEFAULT_TENANT } from "../domain/envelope.js"
 import { overQuota, TenantQuota } from "../domain/admission.js"
 import { Store, type StoreError, type StoreShape } from "../store/store.js"
 import { tenants as tenantsGauge } from "../observability/delivery-metrics.js"
@@ -20,7 +21,7 @@ import { Limits } from "./limits.js"
 import { QueuedBytes } from "./queued-bytes.js"
 import { resolveOptions, type WriterOptions } from "./writer-options.js"
 import { Wake } from "./wake.js"
-import { type Admit, answerItem, buildHooks, type Item, type Owner, ownersOf } from "./writer-batch.js"
+import { type Admit, answerItem, buildHooks, type Item, type Owner, ownersOf, refusedTenants } from "./writer-batch.js"
 
 export interface IngestRequest {
   /** null means "default". */
@@ -52,7 +53,7 @@ export class WriterClosed extends Data.TaggedError("WriterClosed")<{}> {}
 /** A request the store cannot key (the edge validates first; this is the last fence). */
 export class InvalidIngest extends Data.TaggedError("InvalidIngest")<{ readonly reason: string }> {}
 
-export type SubmitError = TenantLimit | TenantQuota | Overloaded | WriterClosed | InvalidIngest | StoreError
+export type SubmitError = TenantLimit | TenantQuota | TenantErased | Overloaded | WriterClosed | InvalidIngest | StoreError
 
 export interface WriterShape {
   /** Resolves only after the synced commit that holds the hook (or its first copy, for a duplicate). */
@@ -80,6 +81,15 @@ export interface WriterShape {
   readonly exclusive: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** The tenant's ordinal if the Writer's cache holds it (no store read): admission's quota check at the edge. */
   readonly ordOf: (tenant: string) => number | undefined
+  /** The tenant id is refused (TEN-5): an in-memory set, loaded from the `?r` rows at start. No store read. */
+  readonly erased: (tenantId: string) => boolean
+  /**
+   * Commit `ops` (the erase's step 1) synced in the commit section, then refuse the tenant id:
+   * every batch committed after this refuses it, none before did.
+   */
+  readonly refuse: (tenantId: string, ops: ReadonlyArray<Op>) => Effect.Effect<void, StoreError>
+  /** Commit `ops` (the lift) in the commit section, then accept the id again; it resolves through `?n` afresh. */
+  readonly lift: (tenantId: string, ops: ReadonlyArray<Op>) => Effect.Effect<void, StoreError>
 }
 
 export class Writer extends Context.Service<Writer, WriterShape>()("ankusa/Writer") {}
@@ -111,7 +121,7 @@ const loadState = (store: StoreShape) =>
       node = HookId.freshNodeId()
       yield* store.write([put("default", Keys.Meta.nodeId, node)], { sync: true })
     }
-    return { nextSeq, nextOrd: TenantOrds.nextOrdOf(ordV), node: HookId.nodeHex(node) }
+    return { nextSeq, nextOrd: TenantOrds.nextOrdOf(ordV), node: HookId.nodeHex(node), refused: yield* refusedTenants(store) }
   })
 
 export const make = (options: WriterOptions = {}) =>
@@ -159,9 +169,22 @@ export const make = (options: WriterOptions = {}) =>
     const fail = (items: ReadonlyArray<Item>, e: SubmitError) => answer(items, Exit.fail(e))
     const succeed = (items: ReadonlyArray<Item>, r: IngestResult) => answer(items, Exit.succeed(r))
 
+    const withoutRefused = (items: ReadonlyArray<Item>) =>
+      Effect.gen(function* () {
+        // TEN-5 step 1: in the commit section, so no batch after the refusal holds the tenant (setRefused below).
+        const kept: Array<Item> = []
+        for (const it of items) {
+          const tenant = it.req.tenantId ?? DEFAULT_TENANT
+          if (state.refused.has(tenant)) yield* fail([it], new TenantErased({ tenant }))
+          else kept.push(it)
+        }
+        return kept
+      })
+
     const commit = (items: ReadonlyArray<Item>): Effect.Effect<void, StoreError> =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
+        if (state.refused.size > 0) items = yield* withoutRefused(items)
 
         // Idempotency: requests sharing (tenant, key) in this batch share one hook;
         // one multi-get of the batch's keys finds earlier hooks.
@@ -355,8 +378,14 @@ export const make = (options: WriterOptions = {}) =>
     )
 
     const ordOf = (tenant: string) => cache.get(tenant)
-
-    return { submit, enqueue, queued, writable, exclusive: section.withPermits(1), ordOf } satisfies WriterShape
+    const setRefused = (on: boolean) => (tenantId: string, ops: ReadonlyArray<Op>) =>
+      section.withPermits(1)(
+        Effect.tap(store.write(ops, { sync: true }), () =>
+          Effect.sync(() => (on ? state.refused.add(tenantId) : state.refused.delete(tenantId), cache.delete(tenantId)))
+        )
+      )
+    const erased = (tenantId: string) => state.refused.has(tenantId)
+    return { submit, enqueue, queued, writable, exclusive: section.withPermits(1), ordOf, erased, refuse: setRefused(true), lift: setRefused(false) } satisfies WriterShape
   })
 
 /**
