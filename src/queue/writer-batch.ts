@@ -150,3 +150,31 @@ export const refusedTenants = (store: StoreShape) =>
       lo = Keys.keyAfter(page[page.length - 1]!.key)
     }
   })
+
+/** The items whose tenant is refused (TEN-5), with it, and the rest. */
+export const splitRefused = (items: ReadonlyArray<Item>, refused: ReadonlySet<string>): [ReadonlyArray<Item>, Array<readonly [Item, string]>] => {
+  if (refused.size === 0) return [items, []]
+  const kept: Array<Item> = []
+  const out: Array<readonly [Item, string]> = []
+  for (const it of items) {
+    const tenant = it.req.tenantId ?? DEFAULT_TENANT
+    if (refused.has(tenant)) out.push([it, tenant])
+    else kept.push(it)
+  }
+  return [kept, out]
+}
+
+/** TEN-5: `ops` committed synced in the Writer's section, then the id refused (on) or accepted again; the cache forgets it. */
+export const refusals =
+  (section: <A, E, R>(e: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>, store: StoreShape, refused: Set<string>, cache: Map<string, number>) =>
+  (on: boolean) =>
+  (tenantId: string, ops: ReadonlyArray<Op>) =>
+    section(
+      Effect.tap(store.write(ops, { sync: true }), () =>
+        Effect.sync(() => {
+          if (on) refused.add(tenantId)
+          else refused.delete(tenantId)
+          cache.delete(tenantId)
+        })
+      )
+    )

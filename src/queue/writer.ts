@@ -12,7 +12,6 @@ import * as Keys from "../domain/keys.js"
 import { type Op, put } from "../domain/ops.js"
 import * as TenantOrds from "../domain/tenants.js"
 import { TenantErased, TenantLimit } from "../domain/tenants.js"
-import { DEFAULT_TENANT } from "../domain/envelope.js"
 import { overQuota, TenantQuota } from "../domain/admission.js"
 import { Store, type StoreError, type StoreShape } from "../store/store.js"
 import { tenants as tenantsGauge } from "../observability/delivery-metrics.js"
@@ -21,7 +20,7 @@ import { Limits } from "./limits.js"
 import { QueuedBytes } from "./queued-bytes.js"
 import { resolveOptions, type WriterOptions } from "./writer-options.js"
 import { Wake } from "./wake.js"
-import { type Admit, answerItem, buildHooks, type Item, type Owner, ownersOf, refusedTenants } from "./writer-batch.js"
+import { type Admit, answerItem, buildHooks, type Item, type Owner, ownersOf, refusals, refusedTenants, splitRefused } from "./writer-batch.js"
 
 export interface IngestRequest {
   /** null means "default". */
@@ -81,14 +80,10 @@ export interface WriterShape {
   readonly exclusive: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** The tenant's ordinal if the Writer's cache holds it (no store read): admission's quota check at the edge. */
   readonly ordOf: (tenant: string) => number | undefined
-  /** The tenant id is refused (TEN-5): an in-memory set, loaded from the `?r` rows at start. No store read. */
+  /** TEN-5: the tenant id is refused (in memory, from the `?r` rows at start; no store read). */
   readonly erased: (tenantId: string) => boolean
-  /**
-   * Commit `ops` (the erase's step 1) synced in the commit section, then refuse the tenant id:
-   * every batch committed after this refuses it, none before did.
-   */
+  /** TEN-5: commit `ops` synced in the commit section, then refuse (lift: accept again) the id: no later batch holds it. */
   readonly refuse: (tenantId: string, ops: ReadonlyArray<Op>) => Effect.Effect<void, StoreError>
-  /** Commit `ops` (the lift) in the commit section, then accept the id again; it resolves through `?n` afresh. */
   readonly lift: (tenantId: string, ops: ReadonlyArray<Op>) => Effect.Effect<void, StoreError>
 }
 
@@ -169,22 +164,13 @@ export const make = (options: WriterOptions = {}) =>
     const fail = (items: ReadonlyArray<Item>, e: SubmitError) => answer(items, Exit.fail(e))
     const succeed = (items: ReadonlyArray<Item>, r: IngestResult) => answer(items, Exit.succeed(r))
 
-    const withoutRefused = (items: ReadonlyArray<Item>) =>
-      Effect.gen(function* () {
-        // TEN-5 step 1: in the commit section, so no batch after the refusal holds the tenant (setRefused below).
-        const kept: Array<Item> = []
-        for (const it of items) {
-          const tenant = it.req.tenantId ?? DEFAULT_TENANT
-          if (state.refused.has(tenant)) yield* fail([it], new TenantErased({ tenant }))
-          else kept.push(it)
-        }
-        return kept
-      })
-
     const commit = (items: ReadonlyArray<Item>): Effect.Effect<void, StoreError> =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
-        if (state.refused.size > 0) items = yield* withoutRefused(items)
+        // TEN-5 step 1: in the commit section, so no batch after the refusal holds the tenant (setRefused).
+        const [kept, erased] = splitRefused(items, state.refused)
+        for (const [it, tenant] of erased) yield* fail([it], new TenantErased({ tenant }))
+        items = kept
 
         // Idempotency: requests sharing (tenant, key) in this batch share one hook;
         // one multi-get of the batch's keys finds earlier hooks.
@@ -378,12 +364,7 @@ export const make = (options: WriterOptions = {}) =>
     )
 
     const ordOf = (tenant: string) => cache.get(tenant)
-    const setRefused = (on: boolean) => (tenantId: string, ops: ReadonlyArray<Op>) =>
-      section.withPermits(1)(
-        Effect.tap(store.write(ops, { sync: true }), () =>
-          Effect.sync(() => (on ? state.refused.add(tenantId) : state.refused.delete(tenantId), cache.delete(tenantId)))
-        )
-      )
+    const setRefused = refusals(section.withPermits(1), store, state.refused, cache)
     const erased = (tenantId: string) => state.refused.has(tenantId)
     return { submit, enqueue, queued, writable, exclusive: section.withPermits(1), ordOf, erased, refuse: setRefused(true), lift: setRefused(false) } satisfies WriterShape
   })
