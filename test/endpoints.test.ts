@@ -8,7 +8,7 @@ import { Effect, Result } from "effect"
 import fc from "fast-check"
 import * as E from "../src/domain/endpoints.js"
 import * as K from "../src/domain/keys.js"
-import { put } from "../src/domain/ops.js"
+import { del, put } from "../src/domain/ops.js"
 import * as Ssrf from "../src/domain/ssrf.js"
 import * as TenantOrds from "../src/domain/tenants.js"
 import * as Audit from "../src/lifecycle/audit.js"
@@ -160,6 +160,23 @@ describe("endpoints: the Endpoints service", () => {
       const problems = (yield* checkStore(store)).differences.map((d) => [d.problem, d.family, d.ord])
       expect(problems).toEqual(expect.arrayContaining([["bad_row", "endpoints", 1], ["bad_row", "endpoints", 2], ["endpoint_without_tenant", "tenants", 2]]))
     }))
+
+  it.live("a format 3 store created before the endpoints family gets its sentinels at its next open (RocksDB)", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const F = K.Families.endpoints
+      const state = (store: StoreShape) =>
+        Effect.map(
+          Effect.all([store.get("tenants", F.lo), store.get("tenants", F.hi), store.get("default", K.Meta.family("endpoints"))]),
+          (vs) => vs.map((v) => v !== undefined)
+        )
+      const once = <A, E>(f: (s: StoreShape) => Effect.Effect<A, E>) => Effect.scoped(Effect.flatMap(makeRocksDbStore(dir), f))
+      expect(yield* once(state)).toEqual([true, true, true])
+      yield* once((s) => s.write([del("tenants", F.lo), del("tenants", F.hi), del("default", K.Meta.family("endpoints"))], { sync: true }))
+      const [after, report] = yield* once((s) => Effect.zip(state(s), checkStore(s)))
+      expect(after).toEqual([true, true, true])
+      expect(report.differences).toEqual([])
+    }).pipe(Effect.scoped))
 
   it.live("endpoints survive a restart (RocksDB)", () =>
     Effect.gen(function* () {
