@@ -89,7 +89,6 @@ interface Conn {
   bound: boolean
 }
 
-
 export const pool = (origin: Origin): Pool => {
   const idle: Array<Conn> = []
   const waiting: Array<Pending> = []
