@@ -9,7 +9,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Cfg from "../src/domain/config.js"
+import * as Archive from "../src/lifecycle/archive.js"
 import * as Audit from "../src/lifecycle/audit.js"
+import * as Erase from "../src/lifecycle/erase.js"
 import * as Gate from "../src/http/gate.js"
 import * as Http from "../src/http/server.js"
 import * as Endpoints from "../src/queue/endpoints.js"
@@ -50,6 +52,8 @@ export interface EdgeOptions {
   readonly store?: Layer.Layer<Store, unknown>
   /** Leave the gate closed (the node is starting). */
   readonly closed?: boolean
+  /** Also the archive (in a temp dir) and the `Erase` service with these options (TEN-5). */
+  readonly erase?: Erase.EraseOptions
 }
 
 /** The services behind the gate, on a Store. */
@@ -67,7 +71,14 @@ export const services = (config: Cfg.Config) =>
 export const startEdge = (config: Cfg.Config, options: EdgeOptions = {}): Effect.Effect<Edge, unknown, Scope.Scope> =>
   Effect.gen(function* () {
     const storeLayer = options.store ?? Layer.unwrap(Effect.map(tempDir, (dir) => layerRocksDb(dir)))
-    const base = services(config).pipe(Layer.provideMerge(storeLayer))
+    const withErase =
+      options.erase === undefined
+        ? services(config)
+        : Erase.layer(options.erase).pipe(
+            Layer.provideMerge(Layer.unwrap(Effect.map(tempDir, (dir) => Archive.layer({ dir, enabled: true })))),
+            Layer.provideMerge(services(config))
+          )
+    const base = withErase.pipe(Layer.provideMerge(storeLayer))
     const gate = options.closed === true ? Gate.layer : Gate.layerOpen
     const ctx = yield* Layer.build(Http.layer(config).pipe(Layer.provideMerge(gate), Layer.provideMerge(base)))
     const origin = Http.originOf(Context.get(ctx, HttpServer.HttpServer).address)
