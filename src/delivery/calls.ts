@@ -15,7 +15,8 @@ import * as Retry from "../domain/retry-schedule.js"
 import { parseSecret } from "../domain/signature.js"
 import * as M from "../observability/delivery-metrics.js"
 import { type Outcomes, type Settled } from "./outcomes.js"
-import { DEFAULT_MAX_PAUSE_MS, maxWaitingOf, SINK_PACE_WINDOW_MS, type DispatchSinkOptions, type PipelineOptions, type PipelineState } from "./options.js"
+import { DEFAULT_MAX_PAUSE_MS, maxWaitingOf, type DispatchSinkOptions, type PipelineOptions, type PipelineState } from "./options.js"
+import { hold, makeAdmission, makePlaces, type Places, started } from "./sink-places.js"
 import { type DeliveryRow, type DueEntry, type QueueShape } from "../queue/queue.js"
 import type { Fair } from "./fair.js"
 import { makeRetryLog } from "./retry-log.js"
@@ -44,15 +45,9 @@ interface Sink {
   readonly waiting: TenantQueue<Job>
   /** Calls in flight (`concurrency` at most). */
   running: number
-  /** Rows admitted and not finished calling (waiting or calling), `capacityOf` at most, and by tenant. */
-  held: number
-  readonly heldBy: Map<number, number>
-  readonly maxWaiting: number
-  /** Calls started in the current SINK_PACE_WINDOW_MS window and the one before, and when the current one began. */
-  readonly started: { cur: number; prev: number; since: number }
+  /** Its places: the rows admitted for it and not done calling, and the tenants parked (sink-places.ts). */
+  readonly places: Places
   readonly maxPauseMs: number
-  /** Tenants with rows refused for want of room, each with the lowest `at` refused (where its read resumes). */
-  readonly parked: Map<number, number>
   readonly latency: (seconds: number) => void
   /** Its rate limit and 429 pause, shared by every tenant routed to it. */
   readonly pace: SinkPace
@@ -81,8 +76,6 @@ export interface SinkCalls {
   readonly endClaim: (kept: boolean) => void
   /** Tenants parked on sinks whose waiting rows are down to half their `maxWaiting`: each with the lowest `at` refused. Cleared by the call. */
   readonly unparked: () => ReadonlyArray<{ readonly ord: number; readonly at: number }>
-  /** By sink: calls running, rows waiting for a connection, and tenants parked (tests, docs/delivery.md). */
-  readonly sinkStats: () => ReadonlyMap<string, { readonly running: number; readonly waiting: number; readonly parked: number }>
   /**
    * Hand a claimed row to its sink's queue, synchronously (its call is forked when a slot is
    * free); a row that cannot be called comes back as the effect that settles it.
@@ -108,7 +101,7 @@ export interface SinkCalls {
  * Their queues are unbounded as queues, bounded by construction: every job is an admitted row,
  * and a sink admits `concurrency + maxWaiting` rows not yet called out at most.
  */
-const openSinks = (o: PipelineOptions) =>
+const openSinks = (o: PipelineOptions, state: PipelineState) =>
   Effect.gen(function* () {
     // Where the latency recorders write (the metric registry of this layer's context).
     const context = yield* Effect.context<never>()
@@ -121,12 +114,8 @@ const openSinks = (o: PipelineOptions) =>
       transport: SinkClient.transport(s),
       waiting: makeTenantQueue<Job>(),
       running: 0,
-      held: 0,
-      heldBy: new Map(),
-      maxWaiting: maxWaitingOf(s),
-      started: { cur: 0, prev: 0, since: 0 },
+      places: makePlaces(s.concurrency, maxWaitingOf(s)),
       maxPauseMs: s.maxPauseMs ?? DEFAULT_MAX_PAUSE_MS,
-      parked: new Map(),
       latency: M.latencyRecorder(s.name, context),
       pace: makeSinkPace(s.ratePerSec ?? 0),
       timer: undefined,
@@ -149,14 +138,19 @@ const openSinks = (o: PipelineOptions) =>
       if (sink.running === 0) close(sink)
       else retiring.add(sink)
     }
-    return { sinks, open, retire, close }
+    // Their places, which the claim asks row by row; the tick and the committer read the room.
+    const clock = yield* Clock.Clock
+    const admission = makeAdmission(sinks, () => clock.currentTimeMillisUnsafe())
+    state.room = admission.room
+    state.capacity = admission.capacity
+    return { sinks, open, retire, close, admission }
   })
 
 /** The sinks' transports close when the layer's scope does, after `cut`. */
 export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: PipelineState, fair: Fair, outcomes: Outcomes) =>
   Effect.gen(function* () {
-    const registry = yield* openSinks(o)
-    const sinks = registry.sinks
+    const registry = yield* openSinks(o, state)
+    const { sinks, admission } = registry
     const delay = M.delayRecorder(yield* Effect.context<never>())
     const clock = yield* Clock.Clock
     const now = () => clock.currentTimeMillisUnsafe()
@@ -247,110 +241,6 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
         Effect.ensuring(Effect.sync(finish))
       )
 
-    /** Calls the sink started in about the last SINK_PACE_WINDOW_MS (the window before, weighted by how much of it that covers). */
-    const startedRecently = (sink: Sink, at: number): number => {
-      const w = sink.started
-      if (at - w.since >= 2 * SINK_PACE_WINDOW_MS) {
-        w.prev = 0
-        w.cur = 0
-        w.since = at
-      } else if (at - w.since >= SINK_PACE_WINDOW_MS) {
-        w.prev = w.cur
-        w.cur = 0
-        w.since += SINK_PACE_WINDOW_MS
-      }
-      return w.cur + w.prev * (1 - (at - w.since) / SINK_PACE_WINDOW_MS)
-    }
-
-    /** Rows a sink may hold: its calls, and `maxWaiting` waiting, or as many as it started lately if more. */
-    const capacityOf = (sink: Sink): number => sink.options.concurrency + Math.max(sink.maxWaiting, Math.floor(startedRecently(sink, now())))
-
-    /** Rows admitted by the claim in progress, given back if it fails. */
-    let reserved: Array<{ readonly sink: Sink; readonly ord: number }> = []
-    /** Tenants parked on sinks a reload removed: back to the round at the next tick. */
-    let orphaned: Array<{ readonly ord: number; readonly at: number }> = []
-
-    const hold = (sink: Sink, ord: number, n: number): void => {
-      sink.held += n
-      const v = (sink.heldBy.get(ord) ?? 0) + n
-      if (v > 0) sink.heldBy.set(ord, v)
-      else sink.heldBy.delete(ord)
-    }
-
-    const park = (sink: Sink, ord: number, at: number): false => {
-      const p = sink.parked.get(ord)
-      if (p === undefined || at < p) sink.parked.set(ord, at)
-      return false
-    }
-
-    const admit = (ord: number, name: string | undefined, at: number): boolean => {
-      const sink = name === undefined ? undefined : sinks.get(name)
-      if (sink === undefined || cut) return true
-      const capacity = capacityOf(sink)
-      if (sink.held >= capacity) return park(sink, ord, at)
-      // While other tenants wait for room (parked), a tenant holds at most its fair share of the
-      // sink's places: the capacity over the tenants holding or wanting some, at least one.
-      if (sink.parked.size > (sink.parked.has(ord) ? 1 : 0)) {
-        let contenders = sink.heldBy.size
-        for (const p of sink.parked.keys()) if (!sink.heldBy.has(p)) contenders++
-        if (!sink.heldBy.has(ord) && !sink.parked.has(ord)) contenders++
-        const share = Math.max(1, Math.floor(capacity / contenders))
-        if ((sink.heldBy.get(ord) ?? 0) >= share) return park(sink, ord, at)
-      }
-      hold(sink, ord, 1)
-      reserved.push({ sink, ord })
-      return true
-    }
-
-    const roomBesides = (names: ReadonlySet<string>): boolean => {
-      for (const [name, sink] of sinks) if (!names.has(name) && sink.held < capacityOf(sink)) return true
-      return false
-    }
-
-    const room = (): number => {
-      // No sink configured: every row is settled without a call, none needs a place.
-      if (sinks.size === 0) return Number.POSITIVE_INFINITY
-      let n = 0
-      for (const sink of sinks.values()) n += Math.max(0, capacityOf(sink) - sink.held)
-      return n
-    }
-
-    const roomForAll = (rows: number): boolean => {
-      for (const sink of sinks.values()) if (sink.parked.size > 0 || capacityOf(sink) - sink.held < rows) return false
-      return orphaned.length === 0
-    }
-
-    state.room = room
-    state.capacity = () => {
-      if (sinks.size === 0) return Number.POSITIVE_INFINITY
-      let n = 0
-      for (const sink of sinks.values()) n += capacityOf(sink)
-      return n
-    }
-
-    const endClaim = (kept: boolean): void => {
-      for (const r of reserved) {
-        if (!kept || r.sink.retired) hold(r.sink, r.ord, -1)
-        // A reload replaced the sink during the claim: the row's place is on the sink now in force.
-        const current = kept && r.sink.retired ? sinks.get(r.sink.options.name) : undefined
-        if (current !== undefined) hold(current, r.ord, 1)
-      }
-      reserved = []
-    }
-
-    const unparked = (): Array<{ readonly ord: number; readonly at: number }> => {
-      const out = orphaned
-      orphaned = []
-      for (const sink of sinks.values()) {
-        if (sink.parked.size === 0) continue
-        const capacity = capacityOf(sink)
-        if (sink.held - sink.running > Math.floor((capacity - sink.options.concurrency) / 2) || sink.held >= capacity) continue
-        for (const [ord, at] of sink.parked) out.push({ ord, at })
-        sink.parked.clear()
-      }
-      return out
-    }
-
     const route = (c: Claimed, env: Envelope | undefined): Effect.Effect<void> | undefined => {
       const name = env?.sinks[c.ref.sink]
       const sink = name === undefined ? undefined : sinks.get(name)
@@ -388,7 +278,7 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
     /** A call ended: its slot and its place are free, and the next waiting row's call may start. */
     const free = (sink: Sink, ord: number): void => {
       sink.running -= 1
-      hold(sink, ord, -1)
+      hold(sink.places, ord, -1)
       if (sink.retired) {
         if (sink.running === 0) registry.close(sink)
       } else pump(sink)
@@ -405,12 +295,12 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
         // Its waiting rows go to the new pool, in their turn order, with their places; so do its parked tenants.
         for (let job = old.waiting.shift(); job !== undefined; job = old.waiting.shift()) {
           const ord = job.claimed.ref.ord
-          hold(old, ord, -1)
-          hold(sink, ord, 1)
+          hold(old.places, ord, -1)
+          hold(sink.places, ord, 1)
           sink.waiting.push(ord, job)
         }
-        for (const [ord, at] of old.parked) sink.parked.set(ord, at)
-        old.parked.clear()
+        for (const [ord, at] of old.places.parked) sink.places.parked.set(ord, at)
+        old.places.parked.clear()
         registry.retire(old)
         pump(sink)
       }
@@ -420,12 +310,11 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
         // Rows waiting for a removed sink go to the DLQ, where replay finds them once it is back.
         for (let job = old.waiting.shift(); job !== undefined; job = old.waiting.shift()) {
           const c = job.claimed
-          hold(old, c.ref.ord, -1)
+          hold(old.places, c.ref.ord, -1)
           runFiber(guarded(c, settleUnroutable(c, job.env, job.name)))
         }
         // Its parked tenants' refused rows are claimed (and dead-lettered) like the rest.
-        for (const [ord, at] of old.parked) orphaned.push({ ord, at })
-        old.parked.clear()
+        admission.orphan(old.places)
         registry.retire(old)
       }
     }
@@ -437,8 +326,7 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
      */
     const call = (sink: Sink, job: Job): void => {
       sink.running += 1
-      startedRecently(sink, now())
-      sink.started.cur += 1
+      started(sink.places, now())
       delay(Math.max(0, now() - job.claimed.entry.ref.at) / 1000)
       const entry = {
         sink,
@@ -468,13 +356,8 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
     }
 
     return {
-      admit,
-      roomBesides,
-      room,
-      roomForAll,
-      endClaim,
-      unparked,
-      sinkStats: () => new Map([...sinks].map(([name, s]) => [name, { running: s.running, waiting: s.waiting.size(), parked: s.parked.size }])),
+      ...admission,
+      admit: (ord, name, at) => cut || admission.admit(ord, name, at),
       route,
       reconfigure,
       busy: () => busy,
@@ -483,7 +366,7 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
         cut = true
         for (const sink of sinks.values()) {
           sink.waiting.clear()
-          sink.parked.clear()
+          sink.places.parked.clear()
           if (sink.timer !== undefined) clearTimeout(sink.timer)
           sink.timer = undefined
         }

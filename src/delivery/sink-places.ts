@@ -1,0 +1,168 @@
+/**
+ * The sinks' places (docs/delivery.md "Fair dispatch", "A sink's places"): per sink, the rows
+ * admitted and not done calling, at most `concurrency` calls plus `maxWaiting` waiting (or as many
+ * as it started in about the last SINK_PACE_WINDOW_MS, when more), by tenant, and the tenants
+ * parked for want of a place; over all sinks, the admission the claim asks row by row, its
+ * reservations, and the parked tenants that may come back.
+ */
+import { SINK_PACE_WINDOW_MS } from "./options.js"
+
+export interface Places {
+  readonly concurrency: number
+  readonly maxWaiting: number
+  /** Rows admitted and not done calling (waiting or calling), and by tenant. */
+  held: number
+  readonly heldBy: Map<number, number>
+  /** Calls started in the current SINK_PACE_WINDOW_MS window and the one before, and when the current one began. */
+  readonly started: { cur: number; prev: number; since: number }
+  /** Tenants refused a place, each with the lowest `at` refused (where its read resumes). */
+  readonly parked: Map<number, number>
+}
+
+/** What the admission needs of a sink (calls.ts's `Sink`). */
+export interface PlacedSink {
+  readonly places: Places
+  readonly running: number
+  readonly retired: boolean
+  readonly options: { readonly name: string }
+}
+
+export interface Parked {
+  readonly ord: number
+  readonly at: number
+}
+
+export const makePlaces = (concurrency: number, maxWaiting: number): Places => ({
+  concurrency,
+  maxWaiting,
+  held: 0,
+  heldBy: new Map(),
+  started: { cur: 0, prev: 0, since: 0 },
+  parked: new Map()
+})
+
+export const hold = (p: Places, ord: number, n: number): void => {
+  p.held += n
+  const v = (p.heldBy.get(ord) ?? 0) + n
+  if (v > 0) p.heldBy.set(ord, v)
+  else p.heldBy.delete(ord)
+}
+
+/** Calls started in about the last SINK_PACE_WINDOW_MS (the window before, weighted by how much of it that covers). */
+const startedRecently = (p: Places, at: number): number => {
+  const w = p.started
+  if (at - w.since >= 2 * SINK_PACE_WINDOW_MS) {
+    w.prev = 0
+    w.cur = 0
+    w.since = at
+  } else if (at - w.since >= SINK_PACE_WINDOW_MS) {
+    w.prev = w.cur
+    w.cur = 0
+    w.since += SINK_PACE_WINDOW_MS
+  }
+  return w.cur + w.prev * (1 - (at - w.since) / SINK_PACE_WINDOW_MS)
+}
+
+/** A call started at `at`. */
+export const started = (p: Places, at: number): void => {
+  startedRecently(p, at)
+  p.started.cur += 1
+}
+
+/** Rows a sink may hold: its calls, and `maxWaiting` waiting, or as many as it started lately if more. */
+export const capacityOf = (p: Places, at: number): number => p.concurrency + Math.max(p.maxWaiting, Math.floor(startedRecently(p, at)))
+
+const park = (p: Places, ord: number, at: number): false => {
+  const was = p.parked.get(ord)
+  if (was === undefined || at < was) p.parked.set(ord, at)
+  return false
+}
+
+/** One row of tenant `ord` due at `at`: a place held (true), or the tenant parked (false). */
+const admitTo = (p: Places, ord: number, at: number, now: number): boolean => {
+  const capacity = capacityOf(p, now)
+  if (p.held >= capacity) return park(p, ord, at)
+  // While other tenants wait for room (parked), a tenant holds at most its fair share of the
+  // sink's places: the capacity over the tenants holding or wanting some, at least one.
+  if (p.parked.size > (p.parked.has(ord) ? 1 : 0)) {
+    let contenders = p.heldBy.size
+    for (const o of p.parked.keys()) if (!p.heldBy.has(o)) contenders++
+    if (!p.heldBy.has(ord) && !p.parked.has(ord)) contenders++
+    const share = Math.max(1, Math.floor(capacity / contenders))
+    if ((p.heldBy.get(ord) ?? 0) >= share) return park(p, ord, at)
+  }
+  hold(p, ord, 1)
+  return true
+}
+
+/** The admission over `sinks` (the map in force, changed by reloads), read at `now()`. */
+export const makeAdmission = <S extends PlacedSink>(sinks: ReadonlyMap<string, S>, now: () => number) => {
+  /** Rows admitted by the claim in progress, given back if it fails. */
+  let reserved: Array<{ readonly sink: S; readonly ord: number }> = []
+  /** Tenants parked on sinks a reload removed: back to the round at the next tick. */
+  let orphaned: Array<Parked> = []
+  const free = (s: S, at: number) => Math.max(0, capacityOf(s.places, at) - s.places.held)
+
+  return {
+    admit: (ord: number, name: string | undefined, at: number): boolean => {
+      const sink = name === undefined ? undefined : sinks.get(name)
+      if (sink === undefined) return true
+      if (!admitTo(sink.places, ord, at, now())) return false
+      reserved.push({ sink, ord })
+      return true
+    },
+    roomBesides: (names: ReadonlySet<string>): boolean => {
+      const at = now()
+      for (const [name, s] of sinks) if (!names.has(name) && free(s, at) > 0) return true
+      return false
+    },
+    room: (): number => {
+      // No sink configured: every row is settled without a call, none needs a place.
+      if (sinks.size === 0) return Number.POSITIVE_INFINITY
+      const at = now()
+      let n = 0
+      for (const s of sinks.values()) n += free(s, at)
+      return n
+    },
+    roomForAll: (rows: number): boolean => {
+      const at = now()
+      for (const s of sinks.values()) if (s.places.parked.size > 0 || free(s, at) < rows) return false
+      return orphaned.length === 0
+    },
+    capacity: (): number => {
+      if (sinks.size === 0) return Number.POSITIVE_INFINITY
+      const at = now()
+      let n = 0
+      for (const s of sinks.values()) n += capacityOf(s.places, at)
+      return n
+    },
+    endClaim: (kept: boolean): void => {
+      for (const r of reserved) {
+        if (!kept || r.sink.retired) hold(r.sink.places, r.ord, -1)
+        // A reload replaced the sink during the claim: the row's place is on the sink now in force.
+        const current = kept && r.sink.retired ? sinks.get(r.sink.options.name) : undefined
+        if (current !== undefined) hold(current.places, r.ord, 1)
+      }
+      reserved = []
+    },
+    unparked: (): Array<Parked> => {
+      const out = orphaned
+      orphaned = []
+      const at = now()
+      for (const s of sinks.values()) {
+        const p = s.places
+        if (p.parked.size === 0) continue
+        const capacity = capacityOf(p, at)
+        if (p.held - s.running > Math.floor((capacity - p.concurrency) / 2) || p.held >= capacity) continue
+        for (const [ord, a] of p.parked) out.push({ ord, at: a })
+        p.parked.clear()
+      }
+      return out
+    },
+    /** A reload removed a sink: its parked tenants come back at the next tick. */
+    orphan: (p: Places): void => {
+      for (const [ord, at] of p.parked) orphaned.push({ ord, at })
+      p.parked.clear()
+    }
+  }
+}
