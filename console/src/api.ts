@@ -163,6 +163,20 @@ export interface AuditItem {
   readonly params: Readonly<Record<string, unknown>>
 }
 
+/** A tenant's erase job (docs/api.md "Erasing a tenant"). */
+export interface EraseJob {
+  readonly id: string
+  readonly tenant: string
+  readonly step: number
+  readonly step_name: string
+  readonly done: boolean
+  readonly counts: Readonly<Record<string, number>>
+  readonly actor: string
+  readonly started_at: string
+  readonly updated_at: string
+  readonly finished_at: string | null
+}
+
 export interface ReplayFilter {
   readonly tenant?: string
   readonly source?: string
@@ -220,6 +234,9 @@ export const api = {
       "DELETE",
       `/v1/tenants/${seg(tenant)}/queue${query({ kinds: kinds.join(",") })}`
     ),
+  erase: (tenant: string) => call<EraseJob>("DELETE", `/v1/tenants/${seg(tenant)}${query({ confirm: tenant })}`),
+  eraseStatus: (tenant: string) => call<EraseJob>("GET", `/v1/tenants/${seg(tenant)}/erase`),
+  liftErase: (tenant: string) => call<EraseJob>("DELETE", `/v1/tenants/${seg(tenant)}/erase${query({ confirm: tenant })}`),
   dlq: (q: { readonly tenant?: string | undefined; readonly limit?: number; readonly cursor?: string | null | undefined }) =>
     call<Page<DeadItem>>("GET", `/v1/dlq${query({ tenant: q.tenant, limit: q.limit, cursor: q.cursor })}`),
   hook: (id: string) => call<HookDetail>("GET", `/v1/dlq/${seg(id)}`),

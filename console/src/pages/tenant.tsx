@@ -1,7 +1,7 @@
 /**
  * One tenant: its six counters, its limits (dispatch and admission; an overridden one says so),
  * its newest dead rows, and purge, after a confirmation that names
- * the tenant and how many rows of each kind will be deleted.
+ * the tenant and how many rows of each kind will be deleted; then its erase (tenant-erase.tsx).
  */
 import { useState } from "preact/hooks"
 import { api, type Counters, type TenantLimits } from "../api.js"
@@ -12,6 +12,7 @@ import { Loading, Note, Problem } from "../components/status.js"
 import * as F from "../format.js"
 import { useLoad } from "../load.js"
 import { href } from "../route.js"
+import { EraseTenant } from "./tenant-erase.js"
 
 type Kind = "pending" | "dead"
 
@@ -130,6 +131,7 @@ export const Tenant = ({ tenant }: { readonly tenant: string }) => {
           <Purge counters={counters.data} onDone={reload} />
         </>
       )}
+      <EraseTenant tenant={tenant} onChange={reload} />
     </>
   )
 }
