@@ -215,6 +215,34 @@ describe("dispatch isolation (issue 24)", () => {
     })
   )
 
+  it.live("with more tenants than activeTenants, members held back by their limits give their places", () =>
+    Effect.gen(function* () {
+      const sink = yield* holding
+      const w = yield* memoryWorld
+      const ingest = makeIngest(w.store)
+      const at = Date.now() - 60_000
+      // Six tenants, two places; the first two are limited to a row every ten seconds.
+      const hooks = yield* ingest(Array.from({ length: 600 }, (_, i) => ({ tenant: `t${i % 6}`, sinks: ["s"], at })))
+      const ords = [...new Set(hooks.map((h) => h.ord))]
+      const limited = new Map(ords.slice(0, 2).map((o) => [o, { ratePerSec: 0.1 }]))
+      const { pipeline } = yield* startPipeline(w, {
+        tickMs: 60_000,
+        activeTenants: 2,
+        claimLimit: 2,
+        quantumRows: 1,
+        maxInflight: 100_000,
+        graceMs: 0,
+        limitsOf: limitsBy(limited),
+        sinks: [sinkOf("s", sink.url, roomy)]
+      })
+      const served = new Map<number, number>(ords.map((o) => [o, 0]))
+      for (let t = 0; t < 24; t++) for (const d of (yield* pipeline.tick).claimed) served.set(d.ord, served.get(d.ord)! + 1)
+      // The limited two got their one token each; the four others kept going round.
+      for (const o of ords.slice(0, 2)) expect(served.get(o)).toBe(1)
+      for (const o of ords.slice(2)) expect(served.get(o), `tenant ${o}`).toBeGreaterThanOrEqual(6)
+    })
+  )
+
   it.live("a tick that fails between claim passes returns its rows to due", () =>
     Effect.gen(function* () {
       const sink = yield* holding

@@ -17,8 +17,9 @@
  *   A newcomer is next in turn (sparse tenants first, as fq_codel serves new flows): it gets one
  *   quantum at once, then goes round with the rest.
  * - At most `maxMembers` members: a tenant found while the round is full waits in a FIFO, and while
- *   any waits each member served in full gives its place to the first of them (and waits behind the
- *   rest if it still has work). So with N tenants with work, a known one is served within N visits.
+ *   any waits each member served in full, or held back by its limits, gives its place to the first
+ *   of them (and waits behind the rest if it still has work). So with N tenants with work, a known
+ *   one is served within N visits (its limits permitting).
  * - A member whose sinks refused rows (no free place, calls.ts) ends its turn with its deficit
  *   dropped: rows it could not take are not owed.
  * - Limits hold a member back without spending its deficit: `maxInflight` (rows claimed and not
@@ -125,6 +126,8 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
 
   // The plan's bookkeeping until its `settle`: each offered member's deficit after the plan.
   let credits = new Map<number, number>()
+  // The plan's members its limits held back: while tenants wait for a place they give theirs up too.
+  let held: Array<number> = []
 
   /**
    * One round's offers, one entry per member in visit order from where the last pass stopped: each
@@ -135,6 +138,7 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
    */
   const plan = (rows: number, bytes: number, now: number, limitsOf: (ord: number) => TenantLimits): Array<Planned> => {
     credits = new Map()
+    held = []
     const out: Array<Planned> = []
     if (ring.length === 0 || rows <= 0) return out
     let weights = 0
@@ -149,6 +153,7 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
       if (l.ratePerSec > 0) room = Math.min(room, Math.floor(tokensOf(m.ord, l.ratePerSec, now)))
       if (room <= 0) {
         throttled.set(m.ord, (throttled.get(m.ord) ?? 0) + 1)
+        held.push(m.ord)
         continue
       }
       const credit = m.deficit < 1 ? m.deficit + l.weight * q : m.deficit
@@ -200,9 +205,10 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
         if (g !== undefined && rows === p.limit && at !== p.ord) served.push(p.ord)
       }
     }
-    // Tenants wait for a place: the members served in full give theirs up, and wait again behind
-    // the others if they still have work (a drained one joins again when it gets some).
-    for (const ord of served) {
+    // Tenants wait for a place: the members served in full, or held back by their limits, give
+    // theirs up, and wait again behind the others if they still have work (a drained one joins
+    // again when it gets some).
+    for (const ord of [...served, ...held]) {
       if (waiting.length === 0) break
       const drained = got.find((g) => g.ord === ord)?.drained === true
       members.delete(ord)

@@ -129,7 +129,11 @@ export const makeTick = (
       let bytesLeft = o.claimBytes
       for (let pass = 0; pass < CLAIM_PASSES && rowsLeft > 0 && bytesLeft > 0; pass++) {
         const planned = fair.plan(rowsLeft, bytesLeft, now, limits)
-        if (planned.length === 0) break
+        if (planned.length === 0) {
+          // Everyone held back by their limits: the round still turns (tenants waiting for a place take theirs).
+          fair.settle(planned, [], now, limits)
+          break
+        }
         const requests = planned.map((p) => ({ ...p, floorAfter: cursors.afterOf(p.ord) }))
         const claimed = yield* queue.claim(now, requests, rowsLeft, bytesLeft, open ? undefined : admission)
         const got: Array<Got> = []
