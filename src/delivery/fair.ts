@@ -69,7 +69,11 @@ export interface Got {
   readonly refused?: number
 }
 
-/** `floorOf`: where each tenant's due read starts (its scan cursor, cursors.ts). */
+/**
+ * `floorOf`: where each tenant's due read starts (its scan cursor, cursors.ts). Over 80 lines
+ * because every part (join, plan, settle, the waiting line, the rate buckets) shares the round's
+ * state; each is a named function here.
+ */
 export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: number) => number = () => 0) => {
   const members = new Map<number, Member>()
   let ring: Array<number> = []
