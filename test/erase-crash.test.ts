@@ -5,7 +5,7 @@
  * every restart resumes the job from its persisted cursor. In the end the
  * tenant's rows are gone, the others' are as they were, the counters equal a
  * fold, and the job's counts equal what the tenant had: nothing was counted
- * twice.
+ * twice. Then `ankusa store lift-erase` lifts the refusal on the stopped node.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -16,6 +16,7 @@ import * as Counters from "../src/domain/counters.js"
 import * as E from "../src/domain/erase.js"
 import * as K from "../src/domain/keys.js"
 import { runCheck } from "../src/queue/format/check-run.js"
+import { runAnkusa } from "./support/node-child.js"
 import { countersOf, fill, idsOf, openWorld, ordNames, snapshot } from "./erase-world.js"
 import { rmDir, tempDir } from "./lifecycle-helpers.js"
 
@@ -118,6 +119,12 @@ describe("erase crash", () => {
                 expect(others).toEqual(before.others)
               })
             )
+            // On the stopped node, `ankusa store lift-erase` lifts the refusal of the finished job: the record goes.
+            const lift = runAnkusa(["store", "lift-erase", ERASED, "--data-dir", dir])
+            const exit = yield* Effect.promise(() => lift.exited(60_000))
+            expect(exit.code, lift.stdout() + lift.stderr()).toBe(0)
+            const record = yield* Effect.scoped(Effect.flatMap(openWorld(dir), (w) => w.store.get("tenants", K.erasureKey(ERASED))))
+            expect(record).toBeUndefined()
           }),
         (dir) => Effect.sync(() => rmDir(dir))
       ),

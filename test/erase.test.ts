@@ -7,6 +7,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Counters from "../src/domain/counters.js"
+import * as K from "../src/domain/keys.js"
+import { put } from "../src/domain/ops.js"
 import * as Audit from "../src/lifecycle/audit.js"
 import * as Erase from "../src/lifecycle/erase.js"
 import { checkStore } from "../src/queue/format/check.js"
@@ -93,6 +95,9 @@ describe("erase", () => {
             // Its counter rows are gone, not zeroed.
             const raw = yield* w.store.multiGet("counters", Counters.keysOf(ords.get(ERASED)!))
             expect(raw.every((v) => v === undefined)).toBe(true)
+            // The check knows the tombstone: a finished erase whose `?t` names the tenant again is a difference.
+            yield* w.store.write([put("tenants", K.tenantKey(ords.get(ERASED)!), Buffer.from(ERASED))], { sync: true })
+            expect((yield* checkStore(w.store)).differences.map((d) => d.problem)).toContain("erase_without_tombstone")
           })
         )
       ),

@@ -15,6 +15,7 @@ import * as Endpoints from "../../domain/endpoints.js"
 import * as K from "../../domain/keys.js"
 import * as Limits from "../../domain/limits.js"
 import { decodeInt64LE } from "../../domain/ops.js"
+import * as Erase from "../../domain/erase.js"
 import * as Tenants from "../../domain/tenants.js"
 import { familyRows } from "../../store/family.js"
 import type { Entry, StoreError, StoreShape } from "../../store/store.js"
@@ -36,6 +37,7 @@ export type Problem =
   | "ord_without_tenant" // a ?n whose ?t is missing or names another tenant
   | "limits_without_tenant" // a ?l whose ?t is missing or a tombstone
   | "endpoint_without_tenant" // an ?e whose ?t is missing or a tombstone
+  | "erase_without_tombstone" // a finished erase (?r) whose ordinal's ?t is not a tombstone, or whose ?n still names it
   | "ord_not_allocated" // an ordinal >= m:next_ord
   | "bad_row" // a key or value that does not decode
   | "corrupt" // a family scan failed its sentinel check
@@ -273,6 +275,22 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
       // Limits overrides ?l and endpoints ?e: a value this build reads, of a live tenant.
       yield* tenantRows(K.Families.tenant_limits, (k) => K.decodeTenantLimitsKey(k), (_k, v) => Limits.decode(v) !== undefined, "limits_without_tenant")
       yield* tenantRows(K.Families.endpoints, (k) => K.decodeEndpointKey(k).ord, (k, v) => Endpoints.decode(K.decodeEndpointKey(k).id, v) !== undefined, "endpoint_without_tenant")
+      // Erase records ?r (TEN-5): each decodes; a finished one left its ordinal a tombstone and no ?n pointing at it.
+      yield* walk(K.Families.erasures, (chunk) =>
+        Effect.gen(function* () {
+          const jobs = chunk.flatMap((e) => {
+            const job = Erase.decodeJob(e.value)
+            if (job === undefined) report({ problem: "bad_row", family: "erasures", key: hex(e.key) })
+            return job === undefined || !Erase.isDone(job) ? [] : [{ key: e.key, job }]
+          })
+          const ids = yield* store.multiGet("tenants", jobs.map((j) => K.tenantKey(j.job.ord)))
+          const ords = yield* store.multiGet("tenants", jobs.map((j) => K.tenantOrdKey(j.job.tenant)))
+          jobs.forEach(({ key, job }, i) => {
+            const named = ords[i] !== undefined && ords[i]!.length === 4 && K.decodeU32(ords[i]!) === job.ord
+            if (ids[i]?.length !== 0 || named) report({ problem: "erase_without_tombstone", family: "tenants", ord: job.ord, found: ids[i] === undefined ? "none" : named ? "named" : "live", key: hex(key) })
+          })
+        })
+      )
     })
     yield* tenantMaps
 
