@@ -93,7 +93,10 @@ describe("endpoints over the API", () => {
         }
         expect((yield* send(edge, ACME, "POST", "/v1/tenants/acme/endpoints", "{nope")).status).toBe(400)
         expect((yield* send(edge, ACME, "PATCH", `/v1/tenants/acme/endpoints/${id}`, { ratePerSec: -1 })).body.message).toMatch(/^ratePerSec: /)
-        expect((yield* send(edge, GLOBAL, "POST", "/v1/tenants/nobody/endpoints", { url: "https://a.example" })).body.error).toBe("unknown_tenant")
+        // A tenant not seen yet: listing it is 404; creating its first endpoint gives it its ordinal.
+        expect((yield* send(edge, GLOBAL, "GET", "/v1/tenants/nobody/endpoints")).body.error).toBe("unknown_tenant")
+        expect((yield* send(edge, GLOBAL, "POST", "/v1/tenants/nobody/endpoints", { url: "https://a.example" })).status).toBe(201)
+        expect((yield* send(edge, GLOBAL, "GET", "/v1/tenants/nobody/endpoints")).body.items).toHaveLength(1)
 
         const deleted = yield* send(edge, ACME, "DELETE", `/v1/tenants/acme/endpoints/${id}`)
         expect([deleted.status, deleted.body]).toEqual([200, { id, deleted: true }])

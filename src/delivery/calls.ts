@@ -8,54 +8,27 @@
  * reads the row and settles the retry or the DLQ), and the cut at shutdown,
  * which cuts the calls in flight and interrupts those fibers.
  */
-import { Cause, Clock, Effect, FiberSet, Latch, Random } from "effect"
-import { type Envelope, tenantOf } from "../domain/envelope.js"
+import { Cause, Clock, Effect, FiberSet, Latch } from "effect"
+import type { Envelope } from "../domain/envelope.js"
 import type * as K from "../domain/keys.js"
 import * as Retry from "../domain/retry-schedule.js"
-import { parseSecret } from "../domain/signature.js"
 import * as M from "../observability/delivery-metrics.js"
-import { type Outcomes, type Settled } from "./outcomes.js"
-import { DEFAULT_MAX_PAUSE_MS, maxWaitingOf, type DispatchSinkOptions, type PipelineOptions, type PipelineState } from "./options.js"
-import { hold, makeAdmission, makePlaces, type Places, started } from "./sink-places.js"
-import { type DeliveryRow, type DueEntry, type QueueShape } from "../queue/queue.js"
+import type { EndpointsShape } from "../queue/endpoints.js"
+import { AttemptLog } from "./attempt-log.js"
+import { makeCallOutcomes } from "./call-outcomes.js"
+import { type DestinationDeps, type Job, makeDestinations, type Sink } from "./destinations.js"
+import type { Outcomes } from "./outcomes.js"
+import type { DispatchSinkOptions, PipelineOptions, PipelineState } from "./options.js"
+import { hold, makeAdmission, started } from "./sink-places.js"
+import type { DueEntry, QueueShape } from "../queue/queue.js"
 import type { Fair } from "./fair.js"
-import { makeRetryLog } from "./retry-log.js"
-import { DEFAULT_429_PAUSE_MS, makeSinkPace, type SinkPace } from "./sink-pace.js"
-import { makeTenantQueue, type TenantQueue } from "./sink-queue.js"
+import { DEFAULT_429_PAUSE_MS } from "./sink-pace.js"
 import * as SinkClient from "./sink-client.js"
 import type { StoreError } from "../store/store.js"
 
 export interface Claimed {
   readonly entry: DueEntry
   readonly ref: K.InflightRef
-}
-
-interface Job {
-  readonly claimed: Claimed
-  readonly env: Envelope
-  readonly name: string
-}
-
-interface Sink {
-  readonly options: DispatchSinkOptions
-  readonly key: Uint8Array | undefined
-  /** Its keep-alive connections (`concurrency` at most). */
-  readonly transport: SinkClient.Transport
-  /** Claimed rows waiting for a call: round-robin by tenant, each tenant's in claim order. */
-  readonly waiting: TenantQueue<Job>
-  /** Calls in flight (`concurrency` at most). */
-  running: number
-  /** Its places: the rows admitted for it and not done calling, and the tenants parked (sink-places.ts). */
-  readonly places: Places
-  readonly maxPauseMs: number
-  readonly latency: (seconds: number) => void
-  /** Its rate limit and 429 pause, shared by every tenant routed to it. */
-  readonly pace: SinkPace
-  /** A pump scheduled for when the pace allows the next call. */
-  timer: ReturnType<typeof setTimeout> | undefined
-  readonly throttled: { readonly rate: () => void; readonly retry_after: () => void }
-  /** Replaced or removed by a reload: no call starts on it; its transport closes when its last call ends. */
-  retired: boolean
 }
 
 export interface SinkCalls {
@@ -94,66 +67,52 @@ export interface SinkCalls {
    * parked tenants come back to the round, and its pool closes.
    */
   readonly reconfigure: (sinks: ReadonlyArray<DispatchSinkOptions>) => void
+  /** By destination: calls running, rows waiting for a connection, tenants parked (tests). */
+  readonly sinkStats: () => ReadonlyMap<string, { readonly running: number; readonly waiting: number; readonly parked: number }>
+  /** Tenant endpoint pools open now (at most `endpoints.maxPools`). */
+  readonly endpointPools: () => number
 }
 
 /**
- * The configured sinks, each with its keep-alive transport, closed when the layer's scope does.
- * Their queues are unbounded as queues, bounded by construction: every job is an admitted row,
- * and a sink admits `concurrency + maxWaiting` rows not yet called out at most.
+ * The destinations' transports close when the layer's scope does, after `cut`. Over 80 lines because
+ * its parts share the destinations' queues and calls in flight as closures; each is a named function.
  */
-const openSinks = (o: PipelineOptions, state: PipelineState) =>
+export const makeSinkCalls = (
+  o: PipelineOptions,
+  queue: QueueShape,
+  state: PipelineState,
+  fair: Fair,
+  outcomes: Outcomes,
+  deps: { readonly endpoints: EndpointsShape | undefined; readonly settings: DestinationDeps["settings"]; readonly wake: Effect.Effect<void> }
+) =>
   Effect.gen(function* () {
-    // Where the latency recorders write (the metric registry of this layer's context).
     const context = yield* Effect.context<never>()
-    const sinks = new Map<string, Sink>()
-    // Retired by a reload with calls still on the wire: closed at shutdown if they are still open then.
-    const retiring = new Set<Sink>()
-    const open = (s: DispatchSinkOptions): Sink => ({
-      options: s,
-      key: s.secret === undefined ? undefined : parseSecret(s.secret),
-      transport: SinkClient.transport(s),
-      waiting: makeTenantQueue<Job>(),
-      running: 0,
-      places: makePlaces(s.concurrency, maxWaitingOf(s)),
-      maxPauseMs: s.maxPauseMs ?? DEFAULT_MAX_PAUSE_MS,
-      latency: M.latencyRecorder(s.name, context),
-      pace: makeSinkPace(s.ratePerSec ?? 0),
-      timer: undefined,
-      throttled: { rate: M.sinkThrottledRecorder(s.name, "rate", context), retry_after: M.sinkThrottledRecorder(s.name, "retry_after", context) },
-      retired: false
+    const runFork = Effect.runForkWith(context)
+    const registry = makeDestinations(o, context, {
+      endpoints: deps.endpoints,
+      settings: deps.settings,
+      // A tenant's endpoints read: the next tick reads its refused rows again.
+      fork: (effect) => void runFork(Effect.andThen(effect, deps.wake))
     })
-    for (const s of o.sinks) sinks.set(s.name, open(s))
-    const close = (sink: Sink) => {
-      if (sink.timer !== undefined) clearTimeout(sink.timer)
-      sink.timer = undefined
-      SinkClient.close(sink.transport)
-      retiring.delete(sink)
-    }
-    yield* Effect.addFinalizer(() => Effect.sync(() => {
-      for (const sink of [...sinks.values(), ...retiring]) close(sink)
-    }))
-    /** Take `sink` out of service: closed now when idle, else when its last call ends (`free`). */
-    const retire = (sink: Sink) => {
-      sink.retired = true
-      if (sink.running === 0) close(sink)
-      else retiring.add(sink)
-    }
-    // Their places, which the claim asks row by row; the tick and the committer read the room.
-    const clock = yield* Clock.Clock
-    const admission = makeAdmission(sinks, () => clock.currentTimeMillisUnsafe())
-    state.room = admission.room
-    state.capacity = admission.capacity
-    return { sinks, open, retire, close, admission }
-  })
-
-/** The sinks' transports close when the layer's scope does, after `cut`. */
-export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: PipelineState, fair: Fair, outcomes: Outcomes) =>
-  Effect.gen(function* () {
-    const registry = yield* openSinks(o, state)
-    const { sinks, admission } = registry
-    const delay = M.delayRecorder(yield* Effect.context<never>())
+    yield* Effect.addFinalizer(() => Effect.sync(registry.closeAll))
+    const sinks = registry.sinks
     const clock = yield* Clock.Clock
     const now = () => clock.currentTimeMillisUnsafe()
+    // Their places, which the claim asks row by row; the tick and the committer read the room.
+    const admission = makeAdmission(
+      {
+        get: (name) => sinks.get(name) ?? registry.pools.get(name),
+        all: registry.all,
+        none: () => sinks.size === 0 && deps.endpoints === undefined,
+        unopened: registry.unopenedPlaces
+      },
+      now
+    )
+    state.room = admission.room
+    state.capacity = admission.capacity
+    const attempts = yield* Effect.serviceOption(AttemptLog)
+    const unsafe = M.ssrfRefusedRecorder(context)
+    const delay = M.delayRecorder(context)
 
     // Jobs handed over and not finished (queued or calling); `idle` is open at 0.
     let busy = 0
@@ -163,58 +122,37 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
     const runFiber = yield* FiberSet.runtime(fibers)<never>()
     let cut = false
 
-    const settle = (s: Settled) => Effect.sync(() => outcomes.settle(s))
+    const { settleUnroutable, failed, delivered } = makeCallOutcomes(queue, outcomes)
+    /** A claimed row given back to due (its endpoint has no pool yet): uncounted, its tenant waiting (`admit`). */
+    const giveBack = (c: Claimed) =>
+      Effect.tap(queue.unclaim([c.entry]), () => Effect.sync(() => ((state.inflight -= 1), fair.released(c.ref.ord, 1))))
 
-    const logRetry = makeRetryLog()
+    /** Tenants refused while their endpoints were read or no endpoint pool was free, with the lowest `at` refused. */
+    const waitingTenants = new Map<number, number>()
 
-    /** Nothing else writes an inflight row's delivery row; a 2xx needs only the size the claim carries. */
-    const rowOf = (c: Claimed): Effect.Effect<DeliveryRow, StoreError> => queue.deliveryRow(c.ref, c.entry.value.size)
+    const admit = (ord: number, name: string | undefined, at: number): boolean => {
+      if (cut) return true
+      const r = registry.resolve(name, ord)
+      if (r === undefined || r._tag === "gone") return true
+      if (r._tag === "open") return admission.admit(r.sink, ord, at)
+      const w = waitingTenants.get(ord)
+      if (w === undefined || at < w) waitingTenants.set(ord, at)
+      return false
+    }
 
-    /** Settle a claimed row that cannot be called: its hook is gone or undecodable (`name` undefined), or its sink is not configured. */
-    const settleUnroutable = (c: Claimed, env: Envelope | undefined, name: string | undefined): Effect.Effect<void, StoreError> =>
-      Effect.gen(function* () {
-        if (env === undefined || name === undefined) {
-          // No envelope, so no tenant id to name: the row is named by its sequence number and sink position.
-          yield* Effect.logWarning("pipeline: hook envelope gone or undecodable; row dropped", { seq: c.ref.seq, sinkIndex: c.ref.sink })
-          return yield* settle({ result: { _tag: "Dropped", ref: c.ref, size: c.entry.value.size }, sink: "unknown", outcome: "dropped" })
-        }
-        // A sink removed from the configuration: keep the row in the DLQ, where replay can find it.
-        const row = yield* rowOf(c)
-        const now = yield* Clock.currentTimeMillis
-        yield* Effect.logWarning("pipeline: row dead-lettered", { tenant: tenantOf(env), hookId: env.id, sink: name, reason: "sink removed: no sink of that name is configured" })
-        return yield* settle({
-          result: { _tag: "DeadLetter", ref: c.ref, row: { ...row, lastAt: now }, at: now, hook: { sourceId: env.sourceId, id: env.id } },
-          sink: name,
-          outcome: "dead"
-        })
-      })
+    // Endpoint pools in use, or tenants waiting for theirs: a row may be refused, so the claim admits each.
+    const roomForAll = (rows: number) => registry.pools.size === 0 && waitingTenants.size === 0 && admission.roomForAll(rows)
 
-    /** A call that did not deliver: a retry at the schedule's next time, or the DLQ. */
-    const failed = (sink: Sink, job: Job, a: SinkClient.Attempt): Effect.Effect<void, StoreError> =>
-      Effect.gen(function* () {
-        const { claimed: c, env, name } = job
-        const row = yield* rowOf(c)
-        const after: DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
-        const random = yield* Random.next
-        const d = Retry.next(sink.options.retry, { attempt: after.attempts, status: a.status, retryAfter: a.retryAfter, now: a.endedAt, random })
-        const tenant = tenantOf(env)
-        if (d._tag === "Retry") {
-          yield* logRetry(a.endedAt, { sink: name, tenant, hookId: env.id, status: a.status, error: a.error, body: a.body, attempt: after.attempts, nextAt: d.at })
-          return yield* settle({ result: { _tag: "Retry", ref: c.ref, row: after, at: d.at }, sink: name, outcome: "retried" })
-        }
-        yield* Effect.logInfo("pipeline: row dead-lettered", { tenant, hookId: env.id, sink: name, status: a.status, error: a.error, ...(a.body === undefined ? {} : { body: a.body }), attempts: after.attempts, reason: d.reason })
-        return yield* settle({
-          result: { _tag: "DeadLetter", ref: c.ref, row: after, at: a.endedAt, hook: { sourceId: env.sourceId, id: env.id } },
-          sink: name,
-          outcome: "dead"
-        })
-      })
-
-    const delivered = (job: Job): Settled => ({
-      result: { _tag: "Delivered", ref: job.claimed.ref, size: job.claimed.entry.value.size },
-      sink: job.name,
-      outcome: "delivered"
-    })
+    const unparked = () => {
+      const out = [...admission.unparked()]
+      for (const ord of registry.takeReady()) {
+        const at = waitingTenants.get(ord)
+        if (at === undefined) continue
+        waitingTenants.delete(ord)
+        out.push({ ord, at })
+      }
+      return out
+    }
 
     const handed = (): void => {
       busy += 1
@@ -243,11 +181,20 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
 
     const route = (c: Claimed, env: Envelope | undefined): Effect.Effect<void> | undefined => {
       const name = env?.sinks[c.ref.sink]
-      const sink = name === undefined ? undefined : sinks.get(name)
+      let r = registry.resolve(name, c.ref.ord)
       handed()
-      if (env === undefined || name === undefined || sink === undefined) return guarded(c, settleUnroutable(c, env, name))
-      sink.waiting.push(c.ref.ord, { claimed: c, env, name })
-      pump(sink)
+      if (r !== undefined && (r._tag === "loading" || r._tag === "full")) {
+        // Its endpoint's pool is not open (claimed without admission, or its tenant's endpoints changed
+        // since): the pool it was admitted to, else the row goes back to due and its tenant waits (admit).
+        const pool = registry.pools.get(name!)
+        if (pool === undefined) return guarded(c, giveBack(c))
+        r = { _tag: "open", sink: pool }
+      }
+      if (env === undefined || name === undefined || r === undefined || r._tag !== "open") {
+        return guarded(c, settleUnroutable(c, env, name, r?._tag === "gone" ? r.reason : undefined))
+      }
+      r.sink.waiting.push(c.ref.ord, { claimed: c, env, name })
+      pump(r.sink)
       return undefined
     }
 
@@ -284,39 +231,21 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
       } else pump(sink)
     }
 
-    const reconfigure = (next: ReadonlyArray<DispatchSinkOptions>): void => {
-      const names = new Set(next.map((s) => s.name))
-      for (const s of next) {
-        const old = sinks.get(s.name)
-        if (old !== undefined && JSON.stringify(old.options) === JSON.stringify(s)) continue
-        const sink = registry.open(s)
-        sinks.set(s.name, sink)
-        if (old === undefined) continue
-        // Its waiting rows go to the new pool, in their turn order, with their places; so do its parked tenants.
-        for (let job = old.waiting.shift(); job !== undefined; job = old.waiting.shift()) {
-          const ord = job.claimed.ref.ord
-          hold(old.places, ord, -1)
-          hold(sink.places, ord, 1)
-          sink.waiting.push(ord, job)
-        }
-        for (const [ord, at] of old.places.parked) sink.places.parked.set(ord, at)
-        old.places.parked.clear()
-        registry.retire(old)
-        pump(sink)
-      }
-      for (const [name, old] of sinks) {
-        if (names.has(name)) continue
-        sinks.delete(name)
+    const reconfigure = (next: ReadonlyArray<DispatchSinkOptions>): void =>
+      registry.reconfigure(next, {
+        pump,
         // Rows waiting for a removed sink go to the DLQ, where replay finds them once it is back.
-        for (let job = old.waiting.shift(); job !== undefined; job = old.waiting.shift()) {
-          const c = job.claimed
-          hold(old.places, c.ref.ord, -1)
-          runFiber(guarded(c, settleUnroutable(c, job.env, job.name)))
-        }
+        deadLetter: (job) => runFiber(guarded(job.claimed, settleUnroutable(job.claimed, job.env, job.name))),
         // Its parked tenants' refused rows are claimed (and dead-lettered) like the rest.
-        admission.orphan(old.places)
-        registry.retire(old)
-      }
+        orphan: admission.orphan
+      })
+
+    /** The sink client's call, or for an endpoint whose URL the guard refuses now, its failure at once (no packet sent). */
+    const start = (sink: Sink, job: Job, done: (a: SinkClient.Attempt) => void): (() => void) => {
+      if (sink.refusal === undefined) return SinkClient.start(sink.transport, sink.options, sink.key, job.env, now, done)
+      const t = now()
+      const timer = setTimeout(() => done({ status: 0, retryAfter: undefined, error: sink.refusal, durationMs: 0, endedAt: t }), 0)
+      return () => clearTimeout(timer)
     }
 
     /**
@@ -330,9 +259,14 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
       delay(Math.max(0, now() - job.claimed.entry.ref.at) / 1000)
       const entry = {
         sink,
-        stop: SinkClient.start(sink.transport, sink.options, sink.key, job.env, now, (a) => {
+        stop: start(sink, job, (a) => {
           live.delete(entry)
           sink.latency(a.durationMs / 1000)
+          if (a.error?.startsWith("unsafe") === true) unsafe()
+          if (attempts._tag === "Some") {
+            const ok = a.status >= 200 && a.status < 300
+            attempts.value.record(job.name, { at: a.endedAt, hookId: job.env.id, status: a.status, latencyMs: a.durationMs, outcome: ok ? "delivered" : "failed", error: a.error ?? null })
+          }
           // A 429 slows this sink (every tenant's calls to it), not the tenant's other sinks.
           // The pause is capped by `maxPauseMs`: one tenant's 429 cannot stop the sink for everyone for long
           // (the row itself waits its whole Retry-After, retry-schedule.ts).
@@ -357,14 +291,18 @@ export const makeSinkCalls = (o: PipelineOptions, queue: QueueShape, state: Pipe
 
     return {
       ...admission,
-      admit: (ord, name, at) => cut || admission.admit(ord, name, at),
+      admit,
+      roomForAll,
+      unparked,
+      sinkStats: () => new Map(registry.all().map((s) => [s.options.name, { running: s.running, waiting: s.waiting.size(), parked: s.places.parked.size }])),
+      endpointPools: () => registry.pools.size,
       route,
       reconfigure,
       busy: () => busy,
       idle: idle.await,
       cut: Effect.gen(function* () {
         cut = true
-        for (const sink of sinks.values()) {
+        for (const sink of registry.all()) {
           sink.waiting.clear()
           sink.places.parked.clear()
           if (sink.timer !== undefined) clearTimeout(sink.timer)

@@ -17,6 +17,7 @@
  * holds its framing to Node's parser. TLS is `node:tls` (the system's CAs, the
  * host name checked, SNI for names), with one resumable session kept a pool.
  */
+import * as dns from "node:dns"
 import * as net from "node:net"
 import * as tls from "node:tls"
 import { answerOf, type BodyEnd, type Exchange, EXCERPT_BYTES, feed, newParser, type Parser } from "./http1-answer.js"
@@ -35,7 +36,33 @@ export interface Origin {
   readonly ca?: string | Buffer | undefined
   /** Told how each final answer's body ended (tests). */
   readonly bodyEnd?: ((how: BodyEnd) => void) | undefined
+  /**
+   * The SSRF guard (src/domain/ssrf.ts) of a tenant endpoint: each address a name resolves to is
+   * checked before a connection is made (so a rebinding DNS answer is refused too), on every new
+   * connection; the reason, or undefined to allow it.
+   */
+  readonly guard?: ((address: string) => string | undefined) | undefined
 }
+
+/** A `lookup` for `net.connect` that keeps only the addresses `guard` allows; none left: `EUNSAFE`. */
+const guardedLookup =
+  (guard: (address: string) => string | undefined): net.LookupFunction =>
+  (hostname, options, callback) => {
+    dns.lookup(hostname, { ...options, all: true }, (err, found) => {
+      if (err !== null) return callback(err, "", 4)
+      const list = found as unknown as Array<dns.LookupAddress>
+      const allowed = list.filter((a) => guard(a.address) === undefined)
+      if (allowed.length === 0) {
+        const first = list[0]
+        const e = Object.assign(new Error(`unsafe address ${first?.address ?? "(none)"}: ${first === undefined ? "no address" : guard(first.address)}`), {
+          code: "EUNSAFE"
+        })
+        return callback(e, "", 4)
+      }
+      if (options.all === true) (callback as unknown as (e: null, a: Array<dns.LookupAddress>) => void)(null, allowed)
+      else callback(null, allowed[0]!.address, allowed[0]!.family)
+    })
+  }
 
 export interface Pool {
   /**
@@ -169,7 +196,7 @@ export const pool = (origin: Origin): Pool => {
   }
 
   const connect = (ex: Pending) => {
-    const options = { host: origin.hostname, port: origin.port }
+    const options = { host: origin.hostname, port: origin.port, ...(origin.guard === undefined ? {} : { lookup: guardedLookup(origin.guard) }) }
     const socket = origin.secure
       ? tls.connect({
           ...options,
@@ -219,7 +246,7 @@ export const pool = (origin: Origin): Pool => {
     socket.on("timeout", () => socket.destroy())
     socket.on("error", (e: Error & { code?: string }) => {
       // 'close' follows: the exchange (if any) fails there, with this reason.
-      conn.error = e.code ?? e.message
+      conn.error = e.code === "EUNSAFE" ? e.message : (e.code ?? e.message)
       if (origin.secure) session = undefined
     })
     socket.on("close", () => {

@@ -15,6 +15,8 @@
  */
 import { Cause, Context, Duration, Effect, Fiber, Layer, Metric, Semaphore } from "effect"
 import { LiveConfig } from "../config/live.js"
+import { MAX_POOLS_DEFAULT } from "../domain/config-endpoints.js"
+import { Endpoints } from "../queue/endpoints.js"
 import { makeSinkCalls } from "./calls.js"
 import { type Input, MIN_TICK_GAP_MS, type PipelineState, resolve } from "./options.js"
 import { makeOutcomes } from "./outcomes.js"
@@ -79,9 +81,17 @@ export const make = (input: Input) =>
     const limitsOf =
       input.limitsOf ?? (service._tag === "Some" ? service.value.of : (ords: ReadonlyArray<number>) => Effect.succeed(ords.map(() => DEFAULT_LIMITS)))
     const outcomes = yield* makeOutcomes(o, queue, state, fair, wake)
-    const calls = yield* makeSinkCalls(o, queue, state, fair, outcomes)
-    // A reload swaps the sinks between two ticks' routing (docs/configuration.md "Reloading").
     const live = yield* Effect.serviceOption(LiveConfig)
+    // Tenant endpoints where the node has them (serve does); their SSRF guard and pool bound as the configuration in force says.
+    const endpoints = yield* Effect.serviceOption(Endpoints)
+    const fixed = { allowNetworks: [] as ReadonlyArray<string>, httpsOnly: false, maxPools: MAX_POOLS_DEFAULT }
+    const settings = live._tag === "Some" ? () => live.value.get().config.endpoints : () => input.endpointSettings ?? fixed
+    const calls = yield* makeSinkCalls(o, queue, state, fair, outcomes, {
+      endpoints: endpoints._tag === "Some" ? endpoints.value : undefined,
+      settings,
+      wake
+    })
+    // A reload swaps the sinks between two ticks' routing (docs/configuration.md "Reloading").
     if (live._tag === "Some" && input.sinksOf !== undefined) {
       const sinksOf = input.sinksOf
       live.value.onChange((g) => calls.reconfigure(sinksOf(g.config)))

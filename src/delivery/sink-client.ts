@@ -27,6 +27,8 @@ export interface SinkOptions {
   /** Calls started a second at most, across tenants (token bucket, one second of burst); 0 or absent: unlimited. */
   readonly ratePerSec?: number | undefined
   readonly retry: RetrySchedule
+  /** A tenant endpoint's SSRF guard on each resolved address (http1.ts `Origin.guard`); shared sinks have none. */
+  readonly guard?: ((address: string) => string | undefined) | undefined
 }
 
 export const DEFAULT_SINK_TIMEOUT_MS = 10_000
@@ -141,7 +143,8 @@ export const transport = (sink: SinkOptions): Transport => {
       hostname: u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname,
       port: u.port === "" ? (secure ? 443 : 80) : Number(u.port),
       maxSockets: sink.concurrency,
-      idleMs: IDLE_SOCKET_MS
+      idleMs: IDLE_SOCKET_MS,
+      guard: sink.guard
     }),
     // `host`: `new URL`'s host (the port only when not the default) unless the sink sets its own.
     fixed: fixedOf(sink, `${u.pathname}${u.search}`, u.host)
@@ -186,7 +189,9 @@ export const start = (
   // The call (connect, request, the answer's head: a 2xx is told at its head, its body drained
   // after) within the sink's timeout; a non-2xx whose excerpt is still coming ends with its status.
   const cut = t.pool.send(head, env.body, (e) =>
-    e._tag === "Answer" ? end(e.status, e.retryAfter, undefined, e.body) : end(0, undefined, "transport")
+    e._tag === "Answer"
+      ? end(e.status, e.retryAfter, undefined, e.body)
+      : end(0, undefined, e.reason.startsWith("unsafe address") ? `unsafe_address: ${e.reason}` : "transport")
   )
   timer = setTimeout(() => {
     const partial = cut()

@@ -95,8 +95,20 @@ const admitTo = (p: Places, ord: number, at: number, now: number): boolean => {
   return true
 }
 
-/** The admission over `sinks` (the map in force, changed by reloads), read at `now()`. */
-export const makeAdmission = <S extends PlacedSink>(sinks: ReadonlyMap<string, S>, now: () => number) => {
+/**
+ * The destinations the admission sees: the sinks and open endpoint pools in force (changed by
+ * reloads and endpoint changes), and the places of endpoint pools not open yet.
+ */
+export interface Placed<S extends PlacedSink> {
+  readonly get: (name: string) => S | undefined
+  readonly all: () => Iterable<S>
+  /** No destination at all (no sink, no endpoints): every row is settled without a call. */
+  readonly none: () => boolean
+  readonly unopened: () => number
+}
+
+/** The admission over `sinks`, read at `now()`. */
+export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () => number) => {
   /** Rows admitted by the claim in progress, given back if it fails. */
   let reserved: Array<{ readonly sink: S; readonly ord: number }> = []
   /** Tenants parked on sinks a reload removed: back to the round at the next tick. */
@@ -104,36 +116,36 @@ export const makeAdmission = <S extends PlacedSink>(sinks: ReadonlyMap<string, S
   const free = (s: S, at: number) => Math.max(0, capacityOf(s.places, at) - s.places.held)
 
   return {
-    admit: (ord: number, name: string | undefined, at: number): boolean => {
-      const sink = name === undefined ? undefined : sinks.get(name)
-      if (sink === undefined) return true
+    /** A row of tenant `ord` for `sink` (resolved by the caller): a place held, or the tenant parked. */
+    admit: (sink: S, ord: number, at: number): boolean => {
       if (!admitTo(sink.places, ord, at, now())) return false
       reserved.push({ sink, ord })
       return true
     },
     roomBesides: (names: ReadonlySet<string>): boolean => {
+      if (sinks.unopened() > 0) return true
       const at = now()
-      for (const [name, s] of sinks) if (!names.has(name) && free(s, at) > 0) return true
+      for (const s of sinks.all()) if (!names.has(s.options.name) && free(s, at) > 0) return true
       return false
     },
     room: (): number => {
-      // No sink configured: every row is settled without a call, none needs a place.
-      if (sinks.size === 0) return Number.POSITIVE_INFINITY
+      // No destination: every row is settled without a call, none needs a place.
+      if (sinks.none()) return Number.POSITIVE_INFINITY
       const at = now()
-      let n = 0
-      for (const s of sinks.values()) n += free(s, at)
+      let n = sinks.unopened()
+      for (const s of sinks.all()) n += free(s, at)
       return n
     },
     roomForAll: (rows: number): boolean => {
       const at = now()
-      for (const s of sinks.values()) if (s.places.parked.size > 0 || free(s, at) < rows) return false
+      for (const s of sinks.all()) if (s.places.parked.size > 0 || free(s, at) < rows) return false
       return orphaned.length === 0
     },
     capacity: (): number => {
-      if (sinks.size === 0) return Number.POSITIVE_INFINITY
+      if (sinks.none()) return Number.POSITIVE_INFINITY
       const at = now()
-      let n = 0
-      for (const s of sinks.values()) n += capacityOf(s.places, at)
+      let n = sinks.unopened()
+      for (const s of sinks.all()) n += capacityOf(s.places, at)
       return n
     },
     endClaim: (kept: boolean): void => {
@@ -149,7 +161,7 @@ export const makeAdmission = <S extends PlacedSink>(sinks: ReadonlyMap<string, S
       const out = orphaned
       orphaned = []
       const at = now()
-      for (const s of sinks.values()) {
+      for (const s of sinks.all()) {
         const p = s.places
         if (p.parked.size === 0) continue
         const capacity = capacityOf(p, at)

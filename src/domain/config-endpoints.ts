@@ -10,6 +10,10 @@ import { int, withDefault } from "./schema-parts.js"
 export const PORTAL_SECRET_MIN_CHARS = 32
 /** Ceiling of `portal.maxTtlSeconds`: a week. */
 export const PORTAL_TTL_CEILING_S = 7 * 24 * 3_600
+/** Default and ceiling of `endpoints.maxPools`. */
+export const MAX_POOLS_DEFAULT = 1_024
+export const MAX_POOLS_LIMIT = 100_000
+
 /** Most networks `endpoints.allowNetworks` lists. */
 export const ALLOW_NETWORKS_MAX = 256
 
@@ -30,7 +34,9 @@ export const EndpointsSettings = Schema.Struct({
   /** Networks endpoint URLs may reach although the SSRF guard refuses them (tests and the demo allow loopback). */
   allowNetworks: withDefault(Schema.Array(Network).check(Schema.isMaxLength(ALLOW_NETWORKS_MAX)), () => []),
   /** Refuse endpoint URLs that are not https://. */
-  httpsOnly: withDefault(Schema.Boolean, () => false)
+  httpsOnly: withDefault(Schema.Boolean, () => false),
+  /** Endpoint connection pools open at once at most; the least recently used idle one closes for a new one. */
+  maxPools: withDefault(int(1, MAX_POOLS_LIMIT), () => MAX_POOLS_DEFAULT)
 })
 
 export const PortalSettings = Schema.Struct({

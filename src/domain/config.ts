@@ -97,11 +97,23 @@ export const Verification = Schema.Union([
 ])
 export type Verification = typeof Verification.Type
 
+/** The route target that fans a hook out to its tenant's own endpoints (docs/delivery.md "Tenant endpoints"); no sink may take the name. */
+export const TENANT_ENDPOINTS = "tenant-endpoints"
+
+/** Where a hook's event type comes from: a request header, or a string at a JSON Pointer (RFC 6901, `/type`) in the body. */
+export const EventTypeRule = Schema.Union([
+  Schema.Struct({ header: HeaderName }),
+  Schema.Struct({ jsonPointer: Schema.String.check(Schema.isPattern(/^(\/[^/]*)*$/, { message: "expected a JSON Pointer such as /type" }), Schema.isMaxLength(256)) })
+])
+export type EventTypeRule = typeof EventTypeRule.Type
+
 export const Source = Schema.Struct({
   id: Name,
   tenant: withDefault(TenantRule, () => "default"),
   verification: withDefault(Verification, () => "none" as const),
-  routes: Schema.Array(Name).check(Schema.isMinLength(1), Schema.isMaxLength(64))
+  /** Sink names, and `tenant-endpoints` for the tenant's own endpoints. */
+  routes: Schema.Array(Name).check(Schema.isMinLength(1), Schema.isMaxLength(64)),
+  eventType: Schema.optional(EventTypeRule)
 })
 export type Source = typeof Source.Type
 
@@ -298,9 +310,12 @@ export const Config = Fields.check(
     ]
     c.sources.forEach((s, i) =>
       s.routes.forEach((r, j) => {
-        if (!sinkNames.has(r)) issues.push({ path: ["sources", i, "routes", j], issue: `no sink named ${JSON.stringify(r)}` })
+        if (!sinkNames.has(r) && r !== TENANT_ENDPOINTS) issues.push({ path: ["sources", i, "routes", j], issue: `no sink named ${JSON.stringify(r)}` })
       })
     )
+    c.sinks.forEach((s, i) => {
+      if (s.name === TENANT_ENDPOINTS) issues.push({ path: ["sinks", i, "name"], issue: `${TENANT_ENDPOINTS} is a route target, not a sink name` })
+    })
     c.sources.forEach((s, i) => {
       if (new Set(s.routes).size !== s.routes.length) issues.push({ path: ["sources", i, "routes"], issue: "a sink is listed twice" })
     })

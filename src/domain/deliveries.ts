@@ -119,7 +119,9 @@ export const ingest = (h: IngestInput): Transition => {
     ops.push(rowPut(h.seq, sink, freshRow(size)))
     ops.push(...dueOps({ ord: h.ord, at: h.at, seq: h.seq, sink, size, kind: 0 }))
   }
-  const deltas = [delta(h.ord, "pending", h.sinkCount), delta(h.ord, "bytes", h.sinkCount * size)]
+  // A hook for no destination (only for endpoints, none of which wanted it): kept until reclaim takes it.
+  if (h.sinkCount === 0) ops.push(clearedPut(h.seq))
+  const deltas = h.sinkCount === 0 ? [] : [delta(h.ord, "pending", h.sinkCount), delta(h.ord, "bytes", h.sinkCount * size)]
   if (h.archive) {
     ops.push(put("index", K.archiveKey(h.seq), K.archiveValue(size, h.ord)))
     deltas.push(delta(h.ord, "archive_pending", 1))

@@ -14,8 +14,10 @@ export interface Envelope {
   readonly contentType: string
   /** Selected request headers kept for delivery (lower-case names). */
   readonly headers: Readonly<Record<string, string>>
-  /** Sink names by fan-out position (`sink::16` in the keys). */
+  /** Destinations by fan-out position (`sink::16` in the keys): sink names, and `endpoint:<id>` for a tenant endpoint. */
   readonly sinks: ReadonlyArray<string>
+  /** The event type the source's rule found (docs/delivery.md "Tenant endpoints"); absent when none. */
+  readonly eventType?: string | undefined
   readonly idempotencyKey: string | null
   readonly body: Uint8Array
 }
@@ -35,7 +37,8 @@ export const encodeEnvelope = (e: Envelope): Uint8Array => {
     contentType: e.contentType,
     headers: e.headers,
     sinks: e.sinks,
-    idempotencyKey: e.idempotencyKey
+    idempotencyKey: e.idempotencyKey,
+    ...(e.eventType === undefined ? {} : { eventType: e.eventType })
   })
   // One allocation, written in place: the head, the meta's UTF-8 and the body (every byte set).
   const metaLen = Buffer.byteLength(meta, "utf8")

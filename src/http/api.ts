@@ -19,6 +19,7 @@ import * as Prometheus from "../observability/prometheus.js"
 import { DEAD_MAX_LIMIT } from "../queue/queue.js"
 import { ConfigInvalidError, ForbiddenError, TooLargeError, Unavailable503, UnknownTenantError } from "./api-errors.js"
 import * as C from "./console-schemas.js"
+import { EndpointOpsApi } from "./endpoint-ops-api.js"
 import { EndpointsApi, PortalApi } from "./endpoints-api.js"
 import { Count, CounterFields } from "./schema-fields.js"
 import { ReloadAnswer } from "./config-schemas.js"
@@ -350,6 +351,7 @@ export class Api extends HttpApi.make("ankusa")
   .add(AdminApi)
   .add(LimitsApi)
   .add(EndpointsApi)
+  .add(EndpointOpsApi)
   .add(PortalApi)
   .add(ConsoleApi)
   .add(StoreApi)

@@ -15,6 +15,7 @@ import { checkUrl } from "../domain/ssrf.js"
 import { Audit, audited } from "../lifecycle/audit.js"
 import { Endpoints } from "../queue/endpoints.js"
 import { Tenants } from "../queue/tenants.js"
+import { Writer } from "../queue/writer.js"
 import { Admin, Api } from "./api.js"
 import { type AdminError, issueMessage, toApi } from "./api-errors.js"
 import { requireTenant } from "./auth.js"
@@ -78,7 +79,15 @@ export const layer = (boot: Config) =>
       const create = (tenant: string) =>
         Effect.gen(function* () {
           const input = yield* body(E.decodeCreate)
-          const { p, ord } = yield* tenantOrd(tenant)
+          const p = yield* Admin
+          yield* requireTenant(p, tenant)
+          // A customer registers its URLs before its first event: the tenant gets its ordinal here if it has none.
+          const ord = yield* Effect.flatMap(Writer, (w) => w.tenantOrd(tenant)).pipe(
+            Effect.catchTags({
+              TenantLimit: (e) => Effect.fail(new E.InvalidEndpoint({ message: `tenant: this node allocates at most ${e.max} tenants (tenants.max)` })),
+              TenantErased: () => Effect.fail(new E.InvalidEndpoint({ message: `tenant: ${tenant} was erased; lift the refusal first` }))
+            })
+          )
           yield* safeUrl(input.url)
           const audit = yield* stage(p.name, tenant, "endpoint.create", (e) => ({ url: e.url }))
           const made = yield* Effect.flatMap(Endpoints, (s) => s.create(ord, input, current().config.tenants.maxEndpoints, audit))

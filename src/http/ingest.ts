@@ -15,7 +15,7 @@
 import { Cause, Context, Effect, Exit } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { currentOf, type Generation } from "../config/live.js"
-import type { Config, Source } from "../domain/config.js"
+import type { Config, EventTypeRule, Source } from "../domain/config.js"
 import * as Dedupe from "../domain/dedupe.js"
 import * as Signature from "../domain/signature.js"
 import { TenantErased, validTenantId } from "../domain/tenants.js"
@@ -66,6 +66,42 @@ const tenantOf = (source: Source, headers: Headers): string | BadRequest => {
   return validTenantId(tenant)
     ? tenant
     : new BadRequest({ code: "invalid_tenant", message: `header ${name}: expected 1 to 256 UTF-8 bytes without NUL` })
+}
+
+/** Characters of an event type at most (the endpoints' filter patterns have the same bound). */
+export const EVENT_TYPE_MAX_CHARS = 128
+
+/**
+ * The hook's event type by the source's rule: the header's value, or the string at the JSON
+ * Pointer in a JSON body. None (undefined) when the header is absent or the pointer finds no
+ * string; over EVENT_TYPE_MAX_CHARS is a 400.
+ */
+const eventTypeOf = (rule: EventTypeRule, headers: Headers, body: Uint8Array): string | undefined | BadRequest => {
+  let found: unknown
+  if ("header" in rule) found = headers[rule.header]?.trim()
+  else {
+    try {
+      found = pointerOf(JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8")), rule.jsonPointer)
+    } catch {
+      found = undefined
+    }
+  }
+  if (typeof found !== "string" || found === "") return undefined
+  return found.length > EVENT_TYPE_MAX_CHARS
+    ? new BadRequest({ code: "invalid_event_type", message: `event type: expected at most ${EVENT_TYPE_MAX_CHARS} characters` })
+    : found
+}
+
+/** RFC 6901: `""` is the whole document; `~1` is `/` and `~0` is `~` in a token. */
+const pointerOf = (doc: unknown, pointer: string): unknown => {
+  if (pointer === "") return doc
+  let at: unknown = doc
+  for (const raw of pointer.slice(1).split("/")) {
+    const token = raw.replace(/~1/g, "/").replace(/~0/g, "~")
+    if (typeof at !== "object" || at === null || !Object.hasOwn(at, token)) return undefined
+    at = (at as Record<string, unknown>)[token]
+  }
+  return at
 }
 
 const idempotencyKeyOf = (headers: Headers): string | null | BadRequest => {
@@ -184,6 +220,8 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
 
       const idempotencyKey = idempotencyKeyOf(headers)
       if (idempotencyKey instanceof BadRequest) return refuse(res, started, idempotencyKey)
+      const eventType = source.eventType === undefined ? undefined : eventTypeOf(source.eventType, headers, body)
+      if (eventType instanceof BadRequest) return refuse(res, started, eventType)
       Context.get(services, Writer).enqueue(
         {
           tenantId: tenant,
@@ -193,7 +231,8 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
           contentType: headers["content-type"] ?? "application/octet-stream",
           headers: keptHeaders(headers, typeof source.tenant === "string" ? undefined : source.tenant.header),
           idempotencyKey,
-          archive
+          archive,
+          eventType
         },
         answer(res, started)
       )

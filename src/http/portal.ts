@@ -20,6 +20,7 @@ import { BadRequest, PortalOff } from "./errors.js"
 /** What a portal token opens, by group and endpoint name: the tenant's endpoints, its dead letters and replay, and the console's reads of its scope. */
 export const PORTAL_ROUTES: Readonly<Record<string, ReadonlyArray<string> | "all">> = {
   endpoints: "all",
+  endpointOps: "all",
   admin: ["dlq", "replay", "tenant"],
   console: ["whoami", "tenants", "hook"]
 }

@@ -13,6 +13,7 @@ import * as Middleware from "./api-middleware.js"
 import * as Auth from "./auth.js"
 import * as Console from "./console.js"
 import * as ConsoleApi from "./console-api.js"
+import * as EndpointOps from "./endpoint-ops.js"
 import * as Endpoints from "./endpoints.js"
 import * as Erase from "./erase.js"
 import * as Limits from "./limits.js"
@@ -28,6 +29,7 @@ export const layer = (config: Config) =>
         ConsoleApi.layer(config),
         Limits.layer,
         Endpoints.layer(config),
+        EndpointOps.layer,
         Portal.layer(config),
         Ops.layer,
         StoreCheck.layer,

@@ -65,6 +65,23 @@ export const delayRecorder = (context: Context.Context<never>): ((seconds: numbe
   return (seconds) => series.updateUnsafe(seconds, context)
 }
 
+/** Tenant endpoint connection pools open now (at most `endpoints.maxPools`), present from boot at 0. */
+export const endpointPoolsRecorder = (context: Context.Context<never>): ((n: number) => void) => {
+  const series = Metric.gauge("ankusa_endpoint_pools", { description: "Tenant endpoint connection pools open now (at most endpoints.maxPools)" })
+  series.updateUnsafe(0, context)
+  return (n) => series.updateUnsafe(n, context)
+}
+
+/** Tenant endpoint calls the SSRF guard refused (src/domain/ssrf.ts), present from boot at 0. */
+export const ssrfRefusedRecorder = (context: Context.Context<never>): (() => void) => {
+  const series = Metric.counter("ankusa_endpoint_unsafe_refused_total", {
+    description: "Tenant endpoint calls refused by the SSRF guard: the URL or a resolved address is internal",
+    incremental: true
+  })
+  series.updateUnsafe(0, context)
+  return () => series.updateUnsafe(1, context)
+}
+
 const sinkThrottledName = "ankusa_sink_throttled_total"
 const sinkThrottledOptions = {
   description: "Calls a sink's pace held back: by its rate limit, or by the pause a 429 with Retry-After asked for",

@@ -36,6 +36,7 @@ import * as Gate from "../http/gate.js"
 import * as Http from "../http/server.js"
 import * as LifecycleMetrics from "../observability/lifecycle-metrics.js"
 import * as Endpoints from "../queue/endpoints.js"
+import * as AttemptLog from "../delivery/attempt-log.js"
 import * as Limits from "../queue/limits.js"
 import * as Logger from "../observability/logger.js"
 import * as Migrate from "../queue/format/migrate.js"
@@ -140,7 +141,7 @@ const services = (config: Config, dataDir: string, storeDir: string) => {
     andThen(Limits.layer(config.tenants.limits)),
     andThen(QueuedBytes.layer),
     andThen(DiskReserve.layer({ dir: storeDir, minFreeBytes: config.store.minFreeBytes })),
-    andThen(Endpoints.layer),
+    andThen(Layer.merge(Endpoints.layer, AttemptLog.layer)),
     andThen(Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs })),
     andThen(Quarantine.layer(quarantine)),
     andThen(Audit.layer(audit)),

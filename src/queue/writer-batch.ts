@@ -5,6 +5,7 @@
  */
 import { Effect, type Exit } from "effect"
 import * as Dedupe from "../domain/dedupe.js"
+import { validTenantId } from "../domain/tenants.js"
 import { DEFAULT_TENANT, encodeEnvelope } from "../domain/envelope.js"
 import * as HookId from "../domain/hook-id.js"
 import * as Keys from "../domain/keys.js"
@@ -55,6 +56,19 @@ export interface Owner {
   readonly tenant: string
 }
 
+/** Sinks of one hook at most (`sink::16`). */
+export const MAX_SINKS = 0x1_0000
+
+/** What the store could not key in a request (the edge validates first; this is the last fence). */
+export const invalidity = (req: IngestRequest): string | undefined => {
+  if (req.tenantId !== null && !validTenantId(req.tenantId)) return "tenant id"
+  // Routes name at least one target (a hook whose targets all fan out to nothing gets its `?c` in `ingest`).
+  if (req.sinks.length === 0) return "sinks (none)"
+  if (req.sinks.length > MAX_SINKS) return `more than ${MAX_SINKS} sinks`
+  if (req.idempotencyKey !== null && !Dedupe.validKey(req.idempotencyKey)) return "idempotency key"
+  return undefined
+}
+
 const latin1 = (b: Uint8Array) => Keys.asBuffer(b).toString("latin1")
 
 /** Requests sharing (tenant, key) in this batch share one owner; the keyed owners, for one multi-get of earlier hooks. */
@@ -95,11 +109,21 @@ export interface Built {
 /** Admission's last word on a hook (TEN-2): undefined takes it; a number refuses it at that quota. */
 export type Admit = (owner: Owner, ord: number, bytes: number) => number | undefined
 
+/** A hook's destinations when its routes name `tenant-endpoints` (src/domain/fanout.ts); else its routes. */
+export type FanOut = (owner: Owner, ord: number) => ReadonlyArray<string>
+
 /** The hooks of the new owners, seqs from `nextSeq` on, received at `now`. */
 export const buildHooks = (
   fresh: ReadonlyArray<Owner>,
   ords: ReadonlyMap<string, number>,
-  at: { readonly nextSeq: number; readonly node: string; readonly now: number; readonly dedupeWindowMs: number; readonly admit?: Admit | undefined }
+  at: {
+    readonly nextSeq: number
+    readonly node: string
+    readonly now: number
+    readonly dedupeWindowMs: number
+    readonly admit?: Admit | undefined
+    readonly fanOut?: FanOut | undefined
+  }
 ): Built => {
   let nextSeq = at.nextSeq
   const out: Built = { transitions: [], extra: [], answers: [], refused: [], overQuota: [], nextSeq }
@@ -112,6 +136,7 @@ export const buildHooks = (
     const seq = nextSeq++
     const id = HookId.make(at.node, seq)
     const { req } = w
+    const sinks = at.fanOut === undefined ? req.sinks : at.fanOut(w, ord)
     const envelope = encodeEnvelope({
       id,
       tenantId: req.tenantId,
@@ -119,18 +144,19 @@ export const buildHooks = (
       receivedAt: at.now,
       contentType: req.contentType,
       headers: req.headers,
-      sinks: req.sinks,
+      sinks,
       idempotencyKey: req.idempotencyKey,
+      eventType: req.eventType,
       body: req.body
     })
     // The hook's rows' bytes, exactly as `ingest` counts them; a refused hook gives its seq back.
-    const over = at.admit?.(w, ord, envelope.length * req.sinks.length)
+    const over = at.admit?.(w, ord, envelope.length * sinks.length)
     if (over !== undefined) {
       nextSeq--
       out.overQuota.push([w, over])
       continue
     }
-    out.transitions.push(ingest({ seq, ord, envelope, sinkCount: req.sinks.length, at: at.now, archive: req.archive }))
+    out.transitions.push(ingest({ seq, ord, envelope, sinkCount: sinks.length, at: at.now, archive: req.archive }))
     if (req.idempotencyKey !== null) out.extra.push(...Dedupe.record(w.tenant, req.idempotencyKey, { seq, id, expiresAt: at.now + at.dedupeWindowMs }))
     out.answers.push([w, { id, seq, duplicate: false }])
   }

@@ -20,7 +20,10 @@ import { Limits } from "./limits.js"
 import { QueuedBytes } from "./queued-bytes.js"
 import { resolveOptions, type WriterOptions } from "./writer-options.js"
 import { Wake } from "./wake.js"
-import { type Admit, answerItem, buildHooks, type Item, type Owner, ownersOf, refusals, refusedTenants, splitRefused } from "./writer-batch.js"
+import { Endpoints } from "./endpoints.js"
+import { endpointsFanOut } from "./writer-fanout.js"
+import { type Admit, answerItem, buildHooks, invalidity, type Item, type Owner, ownersOf, refusals, refusedTenants, splitRefused } from "./writer-batch.js"
+import { allocateOrd } from "./writer-tenants.js"
 
 export interface IngestRequest {
   /** null means "default". */
@@ -34,6 +37,8 @@ export interface IngestRequest {
   readonly idempotencyKey: string | null
   /** Whether the hook carries an archive obligation (`?a`). */
   readonly archive: boolean
+  /** The event type the source's rule found; filters the tenant's endpoints. */
+  readonly eventType?: string | undefined
 }
 
 export interface IngestResult {
@@ -85,22 +90,13 @@ export interface WriterShape {
   /** TEN-5: commit `ops` synced in the commit section, then refuse (lift: accept again) the id: no later batch holds it. */
   readonly refuse: (tenantId: string, ops: ReadonlyArray<Op>) => Effect.Effect<void, StoreError>
   readonly lift: (tenantId: string, ops: ReadonlyArray<Op>) => Effect.Effect<void, StoreError>
+  /** The tenant's ordinal, allocated (synced) if it has none: a tenant endpoint made before the tenant's first hook. */
+  readonly tenantOrd: (tenant: string) => Effect.Effect<number, TenantLimit | TenantErased | StoreError>
 }
 
 export class Writer extends Context.Service<Writer, WriterShape>()("ankusa/Writer") {}
 
 export { Defaults, Ranges, type WriterOptions } from "./writer-options.js"
-
-const MAX_SINKS = 0x1_0000
-
-const invalidity = (req: IngestRequest): string | undefined => {
-  if (req.tenantId !== null && !TenantOrds.validTenantId(req.tenantId)) return "tenant id"
-  // A hook with no delivery row would never get a `?c` marker, so reclaim would never find it.
-  if (req.sinks.length === 0) return "sinks (none)"
-  if (req.sinks.length > MAX_SINKS) return `more than ${MAX_SINKS} sinks`
-  if (req.idempotencyKey !== null && !Dedupe.validKey(req.idempotencyKey)) return "idempotency key"
-  return undefined
-}
 
 
 /** Where seqs and ordinals continue: the persisted counters, never below the highest hook (a store written before `m:next_seq`). */
@@ -124,7 +120,7 @@ export const make = (options: WriterOptions = {}) =>
     const o = yield* resolveOptions(options)
     const store = yield* Store
     const wake = yield* Wake
-    const quota = yield* quotaCheck
+    const [quota, endpoints] = [yield* quotaCheck, yield* Effect.serviceOption(Endpoints)]
     // Advanced only after a commit succeeds: a failed commit allocates nothing.
     const state = yield* loadState(store)
     // `ankusa_tenants` from boot, and then from each commit that allocates (before its answers).
@@ -172,8 +168,7 @@ export const make = (options: WriterOptions = {}) =>
         for (const [it, tenant] of erased) yield* fail([it], new TenantErased({ tenant }))
         items = kept
 
-        // Idempotency: requests sharing (tenant, key) in this batch share one hook;
-        // one multi-get of the batch's keys finds earlier hooks.
+        // Idempotency: requests sharing (tenant, key) in this batch share one hook; one multi-get finds earlier ones.
         const { owners, keyed } = ownersOf(items)
         const duplicates = new Set<Owner>()
         if (keyed.length > 0) {
@@ -215,6 +210,7 @@ export const make = (options: WriterOptions = {}) =>
 
         // TEN-2: a tenant at its queued-bytes quota is refused here, before anything of it is written.
         const { transitions, extra, answers, refused, overQuota, nextSeq } = buildHooks(fresh, ords, {
+          fanOut: yield* endpointsFanOut(endpoints, fresh, ords),
           nextSeq: state.nextSeq,
           node: state.node,
           now,
@@ -363,10 +359,10 @@ export const make = (options: WriterOptions = {}) =>
         : Effect.succeed(true)
     )
 
-    const ordOf = (tenant: string) => cache.get(tenant)
+    const ordOf = (tenant: string) => cache.get(tenant), erased = (tenantId: string) => state.refused.has(tenantId)
     const setRefused = refusals(section.withPermits(1), store, state.refused, cache)
-    const erased = (tenantId: string) => state.refused.has(tenantId)
-    return { submit, enqueue, queued, writable, exclusive: section.withPermits(1), ordOf, erased, refuse: setRefused(true), lift: setRefused(false) } satisfies WriterShape
+    const exclusive = section.withPermits(1), tenantOrd = allocateOrd({ section: exclusive, store, state, cache, tenantsMax: o.tenantsMax })
+    return { submit, enqueue, queued, writable, exclusive, ordOf, erased, refuse: setRefused(true), lift: setRefused(false), tenantOrd } satisfies WriterShape
   })
 
 /**

@@ -1,0 +1,323 @@
+/**
+ * The pipeline's destinations (docs/delivery.md "Connections", "Tenant endpoints"): the configured
+ * sinks by name, and the pools of tenant endpoints, opened on first use and bounded in number
+ * (`endpoints.maxPools`, least recently used idle pool closed first). A destination is what a
+ * row's envelope names by fan-out position: a sink name, or `endpoint:<id>` resolved against its
+ * tenant's endpoints as the `Endpoints` service holds them (loaded once per tenant, dropped when
+ * the service changes one). Owns every transport: closed when retired and idle, or at the end.
+ */
+import { Effect } from "effect"
+import { allowList } from "../domain/config-endpoints.js"
+import { CONCURRENCY_DEFAULT, type Endpoint } from "../domain/endpoints.js"
+import type { Envelope } from "../domain/envelope.js"
+import { endpointIdOf } from "../domain/fanout.js"
+import * as Retry from "../domain/retry-schedule.js"
+import { parseSecret } from "../domain/signature.js"
+import { checkUrl, classify } from "../domain/ssrf.js"
+import * as M from "../observability/delivery-metrics.js"
+import type { EndpointsShape } from "../queue/endpoints.js"
+import type { Claimed } from "./calls.js"
+import { DEFAULT_MAX_PAUSE_MS, maxWaitingOf, SINK_WAIT_FACTOR, type DispatchSinkOptions, type PipelineOptions } from "./options.js"
+import { hold, makePlaces, type Places } from "./sink-places.js"
+import { makeSinkPace, type SinkPace } from "./sink-pace.js"
+import { makeTenantQueue, type TenantQueue } from "./sink-queue.js"
+import * as SinkClient from "./sink-client.js"
+
+/** A tenant endpoint's call timeout (shared sinks have `sinks[].timeoutMs`). */
+export const ENDPOINT_TIMEOUT_MS = 10_000
+/** Tenants whose endpoints the pipeline holds resolved; cleared whole when full. */
+export const ENDPOINT_TENANTS_HELD = 65_536
+/** The metric label of every tenant endpoint (ids would make a series each). */
+export const ENDPOINTS_LABEL = "tenant-endpoints"
+
+export interface Job {
+  readonly claimed: Claimed
+  readonly env: Envelope
+  readonly name: string
+}
+
+export interface Sink {
+  readonly options: DispatchSinkOptions
+  readonly key: Uint8Array | undefined
+  /** Its keep-alive connections (`concurrency` at most). */
+  readonly transport: SinkClient.Transport
+  /** Claimed rows waiting for a call: round-robin by tenant, each tenant's in claim order. */
+  readonly waiting: TenantQueue<Job>
+  /** Calls in flight (`concurrency` at most). */
+  running: number
+  /** Its places: the rows admitted for it and not done calling, and the tenants parked (sink-places.ts). */
+  readonly places: Places
+  readonly maxPauseMs: number
+  readonly latency: (seconds: number) => void
+  /** Its rate limit and 429 pause, shared by every tenant routed to it. */
+  readonly pace: SinkPace
+  /** A pump scheduled for when the pace allows the next call. */
+  timer: ReturnType<typeof setTimeout> | undefined
+  readonly throttled: { readonly rate: () => void; readonly retry_after: () => void }
+  /** Replaced or removed by a reload: no call starts on it; its transport closes when its last call ends. */
+  retired: boolean
+  /** A tenant endpoint's: the version it was opened for (its `updatedAt`), under the settings then in force. */
+  readonly version: number | undefined
+  readonly settings: object | undefined
+  /** A tenant endpoint whose URL the SSRF guard refuses now: every call fails at once with this reason. */
+  readonly refusal: string | undefined
+}
+
+/** What a destination name comes to for a row of tenant `ord`. */
+export type Resolved =
+  | { readonly _tag: "open"; readonly sink: Sink }
+  /** Nothing to call: the row goes to the DLQ with `reason` (replay brings it back once it exists or is enabled). */
+  | { readonly _tag: "gone"; readonly reason: string }
+  /** The tenant's endpoints are being read; the pipeline is woken when they are. */
+  | { readonly _tag: "loading" }
+  /** Every endpoint pool is busy and `endpoints.maxPools` are open. */
+  | { readonly _tag: "full" }
+
+export interface DestinationDeps {
+  readonly endpoints: EndpointsShape | undefined
+  /** The configuration in force (the SSRF allow list, `endpoints.maxPools`). */
+  readonly settings: () => { readonly allowNetworks: ReadonlyArray<string>; readonly httpsOnly: boolean; readonly maxPools: number }
+  /** Run a tenant's endpoint read in the background. */
+  readonly fork: (effect: Effect.Effect<void>) => void
+}
+
+export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof M.latencyRecorder>[1], deps: DestinationDeps) => {
+  const sinks = new Map<string, Sink>()
+  /** Endpoint pools by destination name, least recently used first. */
+  const pools = new Map<string, Sink>()
+  const poolsGauge = M.endpointPoolsRecorder(context)
+  // Retired with calls still on the wire: closed at the end if they are still open then.
+  const retiring = new Set<Sink>()
+  /** Each tenant's endpoints by id, as last read. */
+  const held = new Map<number, ReadonlyMap<string, Endpoint>>()
+  const loading = new Set<number>()
+  /** Tenants whose endpoints arrived (their refused rows are read again), and tenants refused for want of a pool. */
+  let ready: Array<number> = []
+  let waitingForPool = new Set<number>()
+
+  const open = (s: DispatchSinkOptions, version?: number, refusal?: string, settings?: object): Sink => {
+    const label = endpointIdOf(s.name) === undefined ? s.name : ENDPOINTS_LABEL
+    return {
+      options: s,
+      key: s.secret === undefined ? undefined : parseSecret(s.secret),
+      transport: SinkClient.transport(s),
+      waiting: makeTenantQueue<Job>(),
+      running: 0,
+      places: makePlaces(s.concurrency, maxWaitingOf(s)),
+      maxPauseMs: s.maxPauseMs ?? DEFAULT_MAX_PAUSE_MS,
+      latency: M.latencyRecorder(label, context),
+      pace: makeSinkPace(s.ratePerSec ?? 0),
+      timer: undefined,
+      throttled: { rate: M.sinkThrottledRecorder(label, "rate", context), retry_after: M.sinkThrottledRecorder(label, "retry_after", context) },
+      retired: false,
+      version,
+      settings,
+      refusal
+    }
+  }
+  for (const s of o.sinks) sinks.set(s.name, open(s))
+
+  const close = (sink: Sink) => {
+    if (sink.timer !== undefined) clearTimeout(sink.timer)
+    sink.timer = undefined
+    SinkClient.close(sink.transport)
+    retiring.delete(sink)
+  }
+
+  /** Take `sink` out of service: closed now when idle, else when its last call ends. */
+  const retire = (sink: Sink) => {
+    sink.retired = true
+    if (sink.running === 0) close(sink)
+    else retiring.add(sink)
+  }
+
+  const idle = (sink: Sink) => sink.places.held === 0 && sink.running === 0 && sink.waiting.size() === 0 && sink.places.parked.size === 0
+
+  const load = (ord: number) => {
+    if (deps.endpoints === undefined || loading.has(ord)) return
+    loading.add(ord)
+    const endpoints = deps.endpoints
+    deps.fork(
+      endpoints.ofTenant(ord).pipe(
+        Effect.map((list) => {
+          if (held.size >= ENDPOINT_TENANTS_HELD) held.clear()
+          held.set(ord, new Map(list.map((e) => [e.id, e])))
+        }),
+        Effect.ignore,
+        // Read or not (a store error is tried again at its next row), its refused rows are read again.
+        Effect.ensuring(Effect.sync(() => {
+          loading.delete(ord)
+          ready.push(ord)
+        }))
+      )
+    )
+  }
+
+  /** The options a tenant endpoint is called with, and the SSRF guard of the configuration in force. */
+  const endpointOptions = (name: string, e: Endpoint): { readonly options: DispatchSinkOptions; readonly refusal: string | undefined } => {
+    const s = deps.settings()
+    const allow = allowList(s.allowNetworks)
+    const url = checkUrl(e.url, { allow, httpsOnly: s.httpsOnly })
+    const guard = (address: string) => {
+      const v = classify(address, allow)
+      return v.ok ? undefined : v.reason
+    }
+    return {
+      options: {
+        name,
+        url: e.url,
+        timeoutMs: ENDPOINT_TIMEOUT_MS,
+        headers: e.headers,
+        secret: e.secret,
+        concurrency: e.concurrency,
+        ratePerSec: e.ratePerSec,
+        retry: Retry.defaultSchedule,
+        guard
+      },
+      refusal: url.ok ? undefined : `unsafe_url: ${url.message}`
+    }
+  }
+
+  /** An endpoint's pool: the open one if it is of this version, else a new one (an idle least recently used pool closed to make room). */
+  const poolOf = (name: string, e: Endpoint, ord: number): Resolved => {
+    const found = pools.get(name)
+    // A reload may change the guard's allow list: a pool opened under other settings is opened again.
+    if (found !== undefined && found.version === e.updatedAt && found.settings === deps.settings()) {
+      pools.delete(name)
+      pools.set(name, found)
+      return { _tag: "open", sink: found }
+    }
+    if (found === undefined && pools.size >= deps.settings().maxPools) {
+      let victim: Sink | undefined
+      for (const p of pools.values()) if (idle(p)) {
+        victim = p
+        break
+      }
+      if (victim === undefined) {
+        waitingForPool.add(ord)
+        return { _tag: "full" }
+      }
+      pools.delete(victim.options.name)
+      retire(victim)
+    }
+    const { options, refusal } = endpointOptions(name, e)
+    const sink = open(options, e.updatedAt, refusal, deps.settings())
+    pools.set(name, sink)
+    poolsGauge(pools.size)
+    // Changed (URL, secret, headers, bounds): its waiting rows and their places move to the new pool.
+    if (found !== undefined) handOver(found, sink)
+    return { _tag: "open", sink }
+  }
+
+  const resolve = (name: string | undefined, ord: number): Resolved | undefined => {
+    if (name === undefined) return undefined
+    const id = endpointIdOf(name)
+    if (id === undefined) {
+      const sink = sinks.get(name)
+      return sink === undefined ? { _tag: "gone", reason: "sink removed: no sink of that name is configured" } : { _tag: "open", sink }
+    }
+    if (deps.endpoints === undefined) return { _tag: "gone", reason: "endpoint unknown: this node has no tenant endpoints" }
+    const list = held.get(ord)
+    if (list === undefined) {
+      load(ord)
+      return { _tag: "loading" }
+    }
+    const e = list.get(id)
+    if (e === undefined) return { _tag: "gone", reason: "endpoint deleted" }
+    if (e.disabled) return { _tag: "gone", reason: `endpoint disabled${e.disabledReason === null ? "" : `: ${e.disabledReason}`}` }
+    return poolOf(name, e, ord)
+  }
+
+  // A change to a tenant's endpoints: read again at its next row (its pools reopen if the endpoint changed).
+  deps.endpoints?.onChange((ord) => {
+    held.delete(ord)
+  })
+
+  const unopenedRoom = (): number => {
+    if (deps.endpoints === undefined) return 0
+    let free = Math.max(0, deps.settings().maxPools - pools.size)
+    for (const p of pools.values()) if (idle(p)) free++
+    return free
+  }
+
+  /** Move a sink's waiting rows (with their places) and parked tenants to the sink replacing it. */
+  const handOver = (old: Sink, sink: Sink) => {
+    for (let job = old.waiting.shift(); job !== undefined; job = old.waiting.shift()) {
+      const t = job.claimed.ref.ord
+      hold(old.places, t, -1)
+      hold(sink.places, t, 1)
+      sink.waiting.push(t, job)
+    }
+    for (const [t, at] of old.places.parked) sink.places.parked.set(t, at)
+    old.places.parked.clear()
+    retire(old)
+  }
+
+  /**
+   * A reload's sinks (docs/configuration.md "Reloading"): an added one gets its pool, a changed one
+   * a new pool its waiting rows move to (calls on the wire finish on the old one, which then
+   * closes), a removed one's waiting rows and parked tenants go to `deadLetter` and `orphan`.
+   */
+  const reconfigure = (
+    next: ReadonlyArray<DispatchSinkOptions>,
+    on: { readonly pump: (sink: Sink) => void; readonly deadLetter: (job: Job) => void; readonly orphan: (places: Places) => void }
+  ): void => {
+    const names = new Set(next.map((s) => s.name))
+    for (const s of next) {
+      const old = sinks.get(s.name)
+      if (old !== undefined && JSON.stringify(old.options) === JSON.stringify(s)) continue
+      const sink = open(s)
+      sinks.set(s.name, sink)
+      if (old === undefined) continue
+      handOver(old, sink)
+      on.pump(sink)
+    }
+    for (const [name, old] of sinks) {
+      if (names.has(name)) continue
+      sinks.delete(name)
+      for (let job = old.waiting.shift(); job !== undefined; job = old.waiting.shift()) {
+        hold(old.places, job.claimed.ref.ord, -1)
+        on.deadLetter(job)
+      }
+      on.orphan(old.places)
+      retire(old)
+    }
+  }
+
+  return {
+    sinks,
+    pools,
+    reconfigure,
+    open,
+    close,
+    retire,
+    resolve,
+    /** Every destination that may hold rows: the sinks, then the endpoint pools. */
+    all: (): Array<Sink> => [...sinks.values(), ...pools.values()],
+    /** Tenants to read again: their endpoints arrived, or a pool became free. Cleared by the call. */
+    takeReady: (): Array<number> => {
+      const out = ready
+      ready = []
+      if (waitingForPool.size > 0 && pools.size < deps.settings().maxPools) {
+        out.push(...waitingForPool)
+        waitingForPool = new Set()
+      } else if (waitingForPool.size > 0) {
+        for (const p of pools.values()) if (idle(p)) {
+          out.push(...waitingForPool)
+          waitingForPool = new Set()
+          break
+        }
+      }
+      return out
+    },
+    /** Pools a claim could still open (an idle pool can be replaced). */
+    unopenedRoom,
+    /** Those places counted at an endpoint's default bounds (its concurrency and wait bound). */
+    unopenedPlaces: (): number => unopenedRoom() * CONCURRENCY_DEFAULT * (1 + SINK_WAIT_FACTOR),
+    closeAll: () => {
+      for (const sink of [...sinks.values(), ...pools.values(), ...retiring]) close(sink)
+    }
+  }
+}
+
+export type Destinations = ReturnType<typeof makeDestinations>

@@ -1,0 +1,64 @@
+/**
+ * What a tenant does with an endpoint beyond changing it (docs/api.md "Endpoints"): send it a
+ * signed test event through the normal path, and read its recent attempts. endpoint-ops.ts
+ * implements them.
+ */
+import { Effect, Schema, SchemaIssue, SchemaTransformation } from "effect"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as OpenApi from "effect/http-api/OpenApi"
+import { ATTEMPT_LOG_PER_DESTINATION } from "../delivery/attempt-log.js"
+import { ForbiddenError, Unavailable503, UnknownEndpointError, UnknownTenantError } from "./api-errors.js"
+import { AdminAuth, RequestErrors, Services } from "./api-security.js"
+import { Count } from "./schema-fields.js"
+
+/** The event type of a test event. */
+export const TEST_EVENT_TYPE = "ankusa.test"
+
+const endpointPath = { tenant: Schema.String, id: Schema.String }
+
+const limitMessage = `expected an integer from 1 to ${ATTEMPT_LOG_PER_DESTINATION}`
+const Limit = Schema.String.annotate({ description: `An integer from 1 to ${ATTEMPT_LOG_PER_DESTINATION}` }).pipe(
+  Schema.decodeTo(
+    Schema.Int,
+    SchemaTransformation.transformEffect({
+      decode: (s, options) =>
+        /^\d{1,4}$/.test(s) && Number(s) >= 1 && Number(s) <= ATTEMPT_LOG_PER_DESTINATION
+          ? Effect.succeed(Number(s))
+          : Effect.fail(new SchemaIssue.InvalidValue({ message: limitMessage }, s, options)),
+      encode: (n) => Effect.succeed(String(n))
+    })
+  )
+)
+
+export const AttemptView = Schema.Struct({
+  at: Schema.String,
+  hookId: Schema.String,
+  /** 0 for a timeout or a transport error. */
+  status: Count,
+  latencyMs: Schema.Number,
+  outcome: Schema.Literals(["delivered", "failed"]),
+  error: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "EndpointAttempt" })
+
+export class EndpointOpsApi extends HttpApiGroup.make("endpointOps")
+  .add(
+    HttpApiEndpoint.post("test", "/v1/tenants/:tenant/endpoints/:id/test", {
+      params: endpointPath,
+      success: Schema.Struct({ id: Schema.String, seq: Count }).pipe(HttpApiSchema.status(202)),
+      error: [ForbiddenError, UnknownTenantError, UnknownEndpointError, Unavailable503]
+    }).annotate(OpenApi.Summary, "Send the endpoint a signed test event through the normal path; answers its hook id"),
+    HttpApiEndpoint.get("attempts", "/v1/tenants/:tenant/endpoints/:id/deliveries", {
+      params: endpointPath,
+      query: { limit: Schema.optionalKey(Limit) },
+      success: Schema.Struct({ items: Schema.Array(AttemptView) }),
+      error: [ForbiddenError, UnknownTenantError, UnknownEndpointError]
+    })
+      .middleware(RequestErrors)
+      .annotate(OpenApi.Summary, "The endpoint's recent attempts, newest first (memory only, a bounded log)")
+  )
+  .middleware(Services)
+  .middleware(AdminAuth)
+  .annotate(OpenApi.Description, "Needs `Authorization: Bearer <token>`: a global token, one scoped to the tenant, or the tenant's portal token")
+{}

@@ -1,0 +1,67 @@
+/**
+ * The handlers of `EndpointOpsApi` (endpoint-ops-api.ts): a test event, submitted to the Writer
+ * like any hook of the tenant but routed to the one endpoint (it is signed, retried and fairly
+ * dispatched as any delivery), and the endpoint's recent attempts from the pipeline's log.
+ */
+import { Effect } from "effect"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import { AttemptLog } from "../delivery/attempt-log.js"
+import { endpointDestination } from "../domain/fanout.js"
+import { Endpoints } from "../queue/endpoints.js"
+import { Tenants } from "../queue/tenants.js"
+import { Writer } from "../queue/writer.js"
+import { Admin, Api } from "./api.js"
+import { type AdminError, toApi } from "./api-errors.js"
+import { requireTenant } from "./auth.js"
+import { TEST_EVENT_TYPE } from "./endpoint-ops-api.js"
+import { NotReady } from "./errors.js"
+
+const answer = <A, E extends AdminError, R>(effect: Effect.Effect<A, E, R>) => Effect.mapError(effect, toApi)
+
+/** The endpoint exists under a tenant the principal may act on: its ordinal. */
+const endpointOf = (tenant: string, id: string) =>
+  Effect.gen(function* () {
+    yield* requireTenant(yield* Admin, tenant)
+    const ord = yield* Effect.flatMap(Tenants, (t) => t.ord(tenant))
+    return { ord, endpoint: yield* Effect.flatMap(Endpoints, (s) => s.get(ord, id)) }
+  })
+
+/** The source id a test event's envelope names (no configured source has it: ids cannot hold a colon). */
+export const TEST_SOURCE = "endpoint:test"
+
+export const layer = HttpApiBuilder.group(Api, "endpointOps", (handlers) =>
+  handlers
+    .handle("test", ({ params }) =>
+      answer(
+        Effect.gen(function* () {
+          const { endpoint } = yield* endpointOf(params.tenant, params.id)
+          const at = new Date().toISOString()
+          const body = Buffer.from(JSON.stringify({ type: TEST_EVENT_TYPE, endpoint: endpoint.id, tenant: params.tenant, at }), "utf8")
+          const r = yield* Effect.flatMap(Writer, (w) =>
+            w.submit({
+              tenantId: params.tenant,
+              sourceId: TEST_SOURCE,
+              sinks: [endpointDestination(endpoint.id)],
+              body,
+              contentType: "application/json",
+              headers: {},
+              idempotencyKey: null,
+              archive: false,
+              eventType: TEST_EVENT_TYPE
+            })
+          ).pipe(Effect.mapError(() => new NotReady({ phase: "writer" })))
+          return { id: r.id, seq: r.seq }
+        })
+      )
+    )
+    .handle("attempts", ({ params, query }) =>
+      answer(
+        Effect.gen(function* () {
+          const { endpoint } = yield* endpointOf(params.tenant, params.id)
+          const log = yield* Effect.serviceOption(AttemptLog)
+          const items = log._tag === "None" ? [] : log.value.recent(endpointDestination(endpoint.id), query.limit ?? 50)
+          return { items: items.map((a) => ({ ...a, at: new Date(a.at).toISOString() })) }
+        })
+      )
+    )
+)
