@@ -71,6 +71,8 @@ export interface SinkCalls {
   readonly sinkStats: () => ReadonlyMap<string, { readonly running: number; readonly waiting: number; readonly parked: number }>
   /** Tenant endpoint pools open now (at most `endpoints.maxPools`). */
   readonly endpointPools: () => number
+  /** Whether tenant `ord` has rows refused and left due below its cursor (parked, or waiting for an endpoint pool). */
+  readonly holdsRefused: (ord: number) => boolean
 }
 
 /**
@@ -296,6 +298,7 @@ export const makeSinkCalls = (
       unparked,
       sinkStats: () => new Map(registry.all().map((s) => [s.options.name, { running: s.running, waiting: s.waiting.size(), parked: s.places.parked.size }])),
       endpointPools: () => registry.pools.size,
+      holdsRefused: (ord) => waitingTenants.has(ord) || registry.all().some((s) => s.places.parked.has(ord)),
       route,
       reconfigure,
       busy: () => busy,

@@ -220,7 +220,9 @@ export const makeTick = (
     // A refused row is still due and lies below `next`: it is the tenant's first due row the claim saw.
     const cleaned = yield* queue.cleanupMarkersOf(
       tenants.map((v, i) =>
-        verified[i] ? { ord: v.ord, markers: markersOf(v) } : { ord: v.ord, markers: markersOf(v), known: { first: v.firstRefused ?? v.next } }
+        // A tenant with refused rows left below its cursor (parked on a destination) may hold due rows the
+        // visit did not read: its first due row is read from the start, or a marker of theirs could go (TEN-1 §5).
+        verified[i] || calls.holdsRefused(v.ord) ? { ord: v.ord, markers: markersOf(v) } : { ord: v.ord, markers: markersOf(v), known: { first: v.firstRefused ?? v.next } }
       ),
       now
     )
