@@ -66,7 +66,7 @@ describe("erase over HTTP", () => {
           expect((yield* call(edge, GLOBAL, "/v1/tenants/acme?confirm=acme", "DELETE")).body.id).toBe(started.body.id)
 
           let job = started.body
-          for (let i = 0; i < 200 && !job.done; i++) {
+          for (let i = 0; i < 1_000 && !job.done; i++) {
             const lifted = yield* call(edge, GLOBAL, "/v1/tenants/acme/erase?confirm=acme", "DELETE")
             if (!job.done && lifted.status !== 200) expect(lifted.body.error).toBe("erase_running")
             if (lifted.status === 200) throw new Error("lifted before the job was done")

@@ -31,14 +31,17 @@ const holders = (dataDir: string, marker: Buffer): Array<string> =>
 
 const wals = (dataDir: string) => fs.readdirSync(storeDirOf(dataDir)).filter((n) => n.endsWith(".log"))
 
-/** Open the store alone, let the compactions its open starts finish, close it. */
-const restart = (dataDir: string) =>
+/**
+ * Open the store alone and close it once the flushes and compactions its open starts are over:
+ * none running, and `settled` true (at most 20 s: a busy CI machine may start them late).
+ */
+const restart = (dataDir: string, settled: () => boolean = () => true) =>
   Effect.scoped(
     Effect.gen(function* () {
       const store = yield* makeRocksDbStore(storeDirOf(dataDir))
-      for (let i = 0; i < 100; i++) {
+      for (let i = 0; i < 400; i++) {
         const h = yield* store.health
-        if (h.runningCompactions === 0 && h.runningFlushes === 0 && i >= 5) break
+        if (h.runningCompactions === 0 && h.runningFlushes === 0 && i >= 5 && settled()) break
         yield* Effect.sleep(50)
       }
     })
@@ -68,7 +71,7 @@ describe("physical erasure", () => {
               )
             )
             // The bound: one restart after the erase is done (RocksDB flushes the memtables and drops the old WAL at open) and the compactions it starts.
-            yield* restart(dir)
+            yield* restart(dir, () => holders(dir, erased).length === 0)
 
             expect(holders(dir, erased)).toEqual([])
             expect(wals(dir).filter((n) => walsBefore.includes(n))).toEqual([])
