@@ -45,6 +45,7 @@ describe("erase", () => {
             }
             const job = yield* run(w, Effect.flatMap(Erase.Erase, (e) => Effect.andThen(e.start(ERASED, "ops"), e.awaitDone(ERASED))))
             expect(job.step).toBe(8)
+            expect(job.counts).toMatchObject({ endpoints: 2, quarantine: 1, inflight_taken_back: 1 })
             const after = yield* snapshot(w, names)
             const ord = [...names].find(([, n]) => n === ERASED)![0]
             // Of the tenant, only its tombstone `?t` (empty) and its erase record are left.

@@ -47,8 +47,8 @@ export interface EndpointsShape {
   readonly ofTenant: (ord: number) => Effect.Effect<ReadonlyArray<E.Endpoint>, StoreError>
   /** Called with the tenant's ordinal after each committed change (the delivery side refreshes). */
   readonly onChange: (listener: (ord: number) => void) => void
-  /** TEN-5 step 6: delete all the tenant's endpoints with `extra` (the erase job's record) in one synced batch; how many. */
-  readonly eraseTenant: (ord: number, extra: ReadonlyArray<Op>) => Effect.Effect<number, StoreError>
+  /** TEN-5 step 6: delete all the tenant's endpoints with `extra(how many)` (the erase job's record) in one synced batch. */
+  readonly eraseTenant: (ord: number, extra: (deleted: number) => ReadonlyArray<Op>) => Effect.Effect<number, StoreError>
 }
 
 export class Endpoints extends Context.Service<Endpoints, EndpointsShape>()("ankusa/Endpoints") {}
@@ -159,12 +159,12 @@ export const make = Effect.gen(function* () {
       })
     })
 
-  const eraseTenant = (ord: number, extra: ReadonlyArray<Op>) =>
+  const eraseTenant = (ord: number, extra: (deleted: number) => ReadonlyArray<Op>) =>
     withTenant(
       ord,
       Effect.gen(function* () {
         const rows = yield* store.scan("tenants", range(endpointPrefix(ord)), { limit: SCAN_LIMIT })
-        yield* store.write([...rows.map((r) => del("tenants", r.key)), ...extra], { sync: true })
+        yield* store.write([...rows.map((r) => del("tenants", r.key)), ...extra(rows.length)], { sync: true })
         generation++
         cache.set(ord, [])
         for (const l of listeners) l(ord)

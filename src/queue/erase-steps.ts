@@ -220,9 +220,7 @@ const rest: Step = (c, job) =>
       const next = (n: number) => E.advanced(job, { step: 6, cursor: { phase: "more", key: null }, now: c.now(), add: { endpoints: n } })
       if (c.endpoints !== undefined) {
         let done = next(0)
-        const n = yield* c.endpoints.eraseTenant(job.ord, [E.jobOp(done)])
-        // The count rides in the record of the same batch only if known before it: record it after.
-        if (n > 0) done = yield* commit(c, done, [], { step: 6, cursor: done.cursor, add: { endpoints: n } })
+        yield* c.endpoints.eraseTenant(job.ord, (n) => [E.jobOp((done = next(n)))])
         return done
       }
       const rows = yield* c.store.scan("tenants", K.range(K.endpointPrefix(job.ord)), { limit: c.chunk })
