@@ -342,3 +342,64 @@ describe("tenant endpoints", () => {
     expect(await (await fetch(`${node.url}/metrics`)).text()).toMatch(/^ankusa_endpoint_unsafe_refused_total [1-9]/m)
   })
 })
+
+describe("secret rotation", () => {
+  const SECRET_A = "whsec_" + Buffer.from("rotation-secret-a-0123456789").toString("base64")
+  const SECRET_B = "whsec_" + Buffer.from("rotation-secret-b-0123456789").toString("base64")
+  const verifies = (g: Got, secret: string) =>
+    Signature.verify({
+      header: (n) => (g.headers[n] === undefined ? undefined : String(g.headers[n])),
+      body: g.body,
+      keys: [Signature.parseSecret(secret)!],
+      now: Date.now()
+    })._tag === "Valid"
+  const OVERLAP_MS = 1_500
+
+  it("during the rotation overlap both secrets verify, after it only the new one", { timeout: 60_000 }, async () => {
+    const s = await sink()
+    const node = await serve(configOf({ endpoints: { allowNetworks: ["127.0.0.0/8"], rotationOverlapMs: OVERLAP_MS } }))
+    const { id } = await createEndpoint(node, "acme", { url: `${s.url}/rotating`, secret: SECRET_A })
+    const rotated = await api(node, "POST", `/v1/tenants/acme/endpoints/${id}/secret/rotate`)
+    expect(rotated.status).toBe(200)
+    const fresh: string = rotated.body.secret
+    expect(fresh).not.toBe(SECRET_A)
+    expect(Date.parse(rotated.body.previousUntil) - Date.now()).toBeGreaterThan(0)
+    expect((await hook(node, "acme", { n: 1 })).status).toBe(202)
+    await until("the delivery in the overlap", () => s.got.length === 1)
+    const during = s.got[0]!
+    expect(String(during.headers["webhook-signature"]).split(" ")).toHaveLength(2)
+    expect([verifies(during, SECRET_A), verifies(during, fresh)]).toEqual([true, true])
+    await new Promise((r) => setTimeout(r, OVERLAP_MS + 200))
+    expect((await hook(node, "acme", { n: 2 })).status).toBe(202)
+    await until("the delivery after the overlap", () => s.got.length === 2)
+    const after = s.got[1]!
+    expect([verifies(after, SECRET_A), verifies(after, fresh)]).toEqual([false, true])
+    // The rotation left its audit row; no answer but the rotation's shows a secret.
+    const audit = await api(node, "GET", "/v1/audit?tenant=acme")
+    expect(audit.body.items.some((i: any) => i.action === "endpoint.rotate")).toBe(true)
+    expect(JSON.stringify((await api(node, "GET", `/v1/tenants/acme/endpoints/${id}`)).body)).not.toContain(SECRET_A.slice(6))
+  })
+
+  it("a shared sink's secret changed by reload signs with both during the overlap", { timeout: 60_000 }, async () => {
+    const s = await sink()
+    const shared = (secret: string) =>
+      configOf({
+        sources: [{ id: "shop", tenant: { header: "x-tenant" }, routes: ["shared"] }],
+        sinks: [{ name: "shared", url: `${s.url}/shared`, secret }],
+        endpoints: { allowNetworks: [], rotationOverlapMs: OVERLAP_MS }
+      })
+    const node = await serve(shared(SECRET_A))
+    expect((await hook(node, "acme", { n: 1 })).status).toBe(202)
+    await until("the first delivery", () => s.got.length === 1)
+    expect([verifies(s.got[0]!, SECRET_A), verifies(s.got[0]!, SECRET_B)]).toEqual([true, false])
+    fs.writeFileSync(node.file, JSON.stringify(shared(SECRET_B)))
+    expect((await api(node, "POST", "/v1/config/reload")).status).toBe(200)
+    expect((await hook(node, "acme", { n: 2 })).status).toBe(202)
+    await until("the delivery in the overlap", () => s.got.length === 2)
+    expect([verifies(s.got[1]!, SECRET_A), verifies(s.got[1]!, SECRET_B)]).toEqual([true, true])
+    await new Promise((r) => setTimeout(r, OVERLAP_MS + 200))
+    expect((await hook(node, "acme", { n: 3 })).status).toBe(202)
+    await until("the delivery after the overlap", () => s.got.length === 3)
+    expect([verifies(s.got[2]!, SECRET_A), verifies(s.got[2]!, SECRET_B)]).toEqual([false, true])
+  })
+})

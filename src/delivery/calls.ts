@@ -242,9 +242,13 @@ export const makeSinkCalls = (
         orphan: admission.orphan
       })
 
+    /** The signing keys now: the destination's, and a rotated-out one still in its overlap. */
+    const keysOf = (sink: Sink): SinkClient.Key =>
+      sink.key === undefined || sink.previous === undefined || now() >= sink.previous.until ? sink.key : [sink.key, sink.previous.key]
+
     /** The sink client's call, or for an endpoint whose URL the guard refuses now, its failure at once (no packet sent). */
     const start = (sink: Sink, job: Job, done: (a: SinkClient.Attempt) => void): (() => void) => {
-      if (sink.refusal === undefined) return SinkClient.start(sink.transport, sink.options, sink.key, job.env, now, done)
+      if (sink.refusal === undefined) return SinkClient.start(sink.transport, sink.options, keysOf(sink), job.env, now, done)
       const t = now()
       const timer = setTimeout(() => done({ status: 0, retryAfter: undefined, error: sink.refusal, durationMs: 0, endedAt: t }), 0)
       return () => clearTimeout(timer)

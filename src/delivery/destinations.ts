@@ -59,6 +59,8 @@ export interface Sink {
   /** A tenant endpoint's: the version it was opened for (its `updatedAt`), under the settings then in force. */
   readonly version: number | undefined
   readonly settings: object | undefined
+  /** The key a rotation replaced (an endpoint's, or a sink's changed by reload): it signs beside `key` until `until`. */
+  readonly previous: { readonly key: Uint8Array; readonly until: number } | undefined
   /** A tenant endpoint whose URL the SSRF guard refuses now: every call fails at once with this reason. */
   readonly refusal: string | undefined
 }
@@ -76,7 +78,7 @@ export type Resolved =
 export interface DestinationDeps {
   readonly endpoints: EndpointsShape | undefined
   /** The configuration in force (the SSRF allow list, `endpoints.maxPools`). */
-  readonly settings: () => { readonly allowNetworks: ReadonlyArray<string>; readonly httpsOnly: boolean; readonly maxPools: number }
+  readonly settings: () => { readonly allowNetworks: ReadonlyArray<string>; readonly httpsOnly: boolean; readonly maxPools: number; readonly rotationOverlapMs: number }
   /** Run a tenant's endpoint read in the background. */
   readonly fork: (effect: Effect.Effect<void>) => void
 }
@@ -95,7 +97,7 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
   let ready: Array<number> = []
   let waitingForPool = new Set<number>()
 
-  const open = (s: DispatchSinkOptions, version?: number, refusal?: string, settings?: object): Sink => {
+  const open = (s: DispatchSinkOptions, version?: number, refusal?: string, settings?: object, previous?: Sink["previous"]): Sink => {
     const label = endpointIdOf(s.name) === undefined ? s.name : ENDPOINTS_LABEL
     return {
       options: s,
@@ -112,7 +114,8 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
       retired: false,
       version,
       settings,
-      refusal
+      refusal,
+      previous
     }
   }
   for (const s of o.sinks) sinks.set(s.name, open(s))
@@ -201,7 +204,8 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
       retire(victim)
     }
     const { options, refusal } = endpointOptions(name, e)
-    const sink = open(options, e.updatedAt, refusal, deps.settings())
+    const prev = e.previousSecret === undefined ? undefined : parseSecret(e.previousSecret.secret)
+    const sink = open(options, e.updatedAt, refusal, deps.settings(), prev === undefined ? undefined : { key: prev, until: e.previousSecret!.until })
     pools.set(name, sink)
     poolsGauge(pools.size)
     // Changed (URL, secret, headers, bounds): its waiting rows and their places move to the new pool.
@@ -266,7 +270,9 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
     for (const s of next) {
       const old = sinks.get(s.name)
       if (old !== undefined && JSON.stringify(old.options) === JSON.stringify(s)) continue
-      const sink = open(s)
+      // A changed secret: the old one signs beside the new for `endpoints.rotationOverlapMs` (memory only).
+      const rotated = old?.key !== undefined && old.options.secret !== s.secret ? { key: old.key, until: Date.now() + deps.settings().rotationOverlapMs } : old?.previous
+      const sink = open(s, undefined, undefined, undefined, rotated)
       sinks.set(s.name, sink)
       if (old === undefined) continue
       handOver(old, sink)

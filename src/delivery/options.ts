@@ -101,7 +101,7 @@ export type Input = Partial<Omit<PipelineOptions, "sinks">> & {
   /** Each tenant's weight and limits (TEN-3), read every tick; every tenant gets the defaults when absent. */
   readonly limitsOf?: LimitsOf
   /** Tenant endpoints' SSRF allow list, https rule and pool bound where there is no LiveConfig (tests). */
-  readonly endpointSettings?: { readonly allowNetworks: ReadonlyArray<string>; readonly httpsOnly: boolean; readonly maxPools: number }
+  readonly endpointSettings?: { readonly allowNetworks: ReadonlyArray<string>; readonly httpsOnly: boolean; readonly maxPools: number; readonly rotationOverlapMs: number }
   /** A reloaded configuration's sinks (serve: `{self}` resolved); without it the sinks never change. */
   readonly sinksOf?: (config: Config) => ReadonlyArray<DispatchSinkOptions>
 }

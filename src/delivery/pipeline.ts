@@ -84,7 +84,7 @@ export const make = (input: Input) =>
     const live = yield* Effect.serviceOption(LiveConfig)
     // Tenant endpoints where the node has them (serve does); their SSRF guard and pool bound as the configuration in force says.
     const endpoints = yield* Effect.serviceOption(Endpoints)
-    const fixed = { allowNetworks: [] as ReadonlyArray<string>, httpsOnly: false, maxPools: MAX_POOLS_DEFAULT }
+    const fixed = { allowNetworks: [] as ReadonlyArray<string>, httpsOnly: false, maxPools: MAX_POOLS_DEFAULT, rotationOverlapMs: 24 * 3_600_000 }
     const settings = live._tag === "Some" ? () => live.value.get().config.endpoints : () => input.endpointSettings ?? fixed
     const calls = yield* makeSinkCalls(o, queue, state, fair, outcomes, {
       endpoints: endpoints._tag === "Some" ? endpoints.value : undefined,

@@ -101,8 +101,11 @@ const fixedOf = (sink: SinkOptions, path: string, urlHost: string): Fixed => {
   return { line: `POST ${path} HTTP/1.1\r\nhost: ${host}\r\n`, host, lines, taken: new Set(own.keys()), invalid }
 }
 
+/** The signing key, or the keys of a rotation's overlap (the new first), or none. */
+export type Key = Uint8Array | ReadonlyArray<Uint8Array> | undefined
+
 /** One attempt's request head; undefined when a kept header's name or value is one HTTP forbids. */
-const headOf = (f: Fixed, key: Uint8Array | undefined, env: Envelope, now: number): string | undefined => {
+const headOf = (f: Fixed, key: Key, env: Envelope, now: number): string | undefined => {
   let head = f.line
   for (const k in env.headers) {
     const name = k.toLowerCase()
@@ -114,7 +117,9 @@ const headOf = (f: Fixed, key: Uint8Array | undefined, env: Envelope, now: numbe
   const ts = Math.floor(now / 1000)
   // webhook-id always: receivers dedupe redeliveries (at-least-once) by it.
   head += `${f.lines}webhook-id: ${env.id}\r\nwebhook-timestamp: ${ts}\r\n`
-  if (key !== undefined) head += `webhook-signature: ${Signature.headers(key, env.id, ts, env.body)["webhook-signature"]}\r\n`
+  // Several keys (a rotation's overlap): one `v1,` signature each, space-separated, as Standard Webhooks allows.
+  if (key instanceof Uint8Array) head += `webhook-signature: v1,${Signature.sign(key, env.id, ts, env.body)}\r\n`
+  else if (key !== undefined && key.length > 0) head += `webhook-signature: ${key.map((k) => `v1,${Signature.sign(k, env.id, ts, env.body)}`).join(" ")}\r\n`
   if (!Http1.validValue(env.contentType) || !Http1.validValue(env.id)) return undefined
   return `${head}content-type: ${env.contentType}\r\ncontent-length: ${env.body.byteLength}\r\n\r\n`
 }
@@ -163,7 +168,7 @@ export const close = (t: Transport): void => t.pool.close()
 export const start = (
   t: Transport,
   sink: SinkOptions,
-  key: Uint8Array | undefined,
+  key: Key,
   env: Envelope,
   now: () => number,
   done: (a: Attempt) => void

@@ -17,6 +17,7 @@ export const AUDIT_ACTIONS = [
   "endpoint.update",
   "endpoint.delete",
   "endpoint.secret",
+  "endpoint.rotate",
   "portal.token",
   "tenant.erase",
   "tenant.lift"

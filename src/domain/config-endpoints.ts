@@ -36,7 +36,9 @@ export const EndpointsSettings = Schema.Struct({
   /** Refuse endpoint URLs that are not https://. */
   httpsOnly: withDefault(Schema.Boolean, () => false),
   /** Endpoint connection pools open at once at most; the least recently used idle one closes for a new one. */
-  maxPools: withDefault(int(1, MAX_POOLS_LIMIT), () => MAX_POOLS_DEFAULT)
+  maxPools: withDefault(int(1, MAX_POOLS_LIMIT), () => MAX_POOLS_DEFAULT),
+  /** How long a rotated-out secret (an endpoint's, or a sink's changed by reload) still signs beside the new one. */
+  rotationOverlapMs: withDefault(int(0, 30 * 24 * 3_600_000), () => 24 * 3_600_000)
 })
 
 export const PortalSettings = Schema.Struct({

@@ -31,6 +31,8 @@ export interface Endpoint {
   /** Epoch ms. */
   readonly createdAt: number
   readonly updatedAt: number
+  /** The secret a rotation replaced: it still signs, beside `secret`, until `until` (epoch ms). */
+  readonly previousSecret?: { readonly secret: string; readonly until: number } | undefined
 }
 
 export const CONCURRENCY_DEFAULT = 4
@@ -295,7 +297,13 @@ export const decode = (id: number, v: Uint8Array): Endpoint | undefined => {
     typeof m["createdAt"] === "number" &&
     typeof m["updatedAt"] === "number"
   if (!ok) return undefined
+  const prev = m["previousSecret"] as { secret?: unknown; until?: unknown } | undefined
+  const previousSecret =
+    typeof prev === "object" && prev !== null && typeof prev.secret === "string" && typeof prev.until === "number"
+      ? { previousSecret: { secret: prev.secret, until: prev.until } }
+      : {}
   return {
+    ...previousSecret,
     id: formatId(id),
     url: m["url"] as string,
     description: m["description"] as string,
@@ -311,8 +319,16 @@ export const decode = (id: number, v: Uint8Array): Endpoint | undefined => {
   }
 }
 
-/** The endpoint as a list answer shows it: everything but the secret. */
-export const withoutSecret = (e: Endpoint): Omit<Endpoint, "secret"> => {
-  const { secret: _secret, ...rest } = e
+/** The endpoint as a list answer shows it: everything but the secrets. */
+export const withoutSecret = (e: Endpoint): Omit<Endpoint, "secret" | "previousSecret"> => {
+  const { secret: _secret, previousSecret: _previous, ...rest } = e
   return rest
 }
+
+/** A rotation (issue 28): `secret` signs from `now` on; the one it replaces signs beside it for `overlapMs`. */
+export const rotate = (e: Endpoint, secret: string, now: number, overlapMs: number): Endpoint => ({
+  ...e,
+  secret,
+  previousSecret: overlapMs > 0 ? { secret: e.secret, until: now + overlapMs } : undefined,
+  updatedAt: now
+})

@@ -49,6 +49,11 @@ export class EndpointOpsApi extends HttpApiGroup.make("endpointOps")
       success: Schema.Struct({ id: Schema.String, seq: Count }).pipe(HttpApiSchema.status(202)),
       error: [ForbiddenError, UnknownTenantError, UnknownEndpointError, Unavailable503]
     }).annotate(OpenApi.Summary, "Send the endpoint a signed test event through the normal path; answers its hook id"),
+    HttpApiEndpoint.post("rotate", "/v1/tenants/:tenant/endpoints/:id/secret/rotate", {
+      params: endpointPath,
+      success: Schema.Struct({ id: Schema.String, secret: Schema.String, previousUntil: Schema.NullOr(Schema.String) }),
+      error: [ForbiddenError, UnknownTenantError, UnknownEndpointError]
+    }).annotate(OpenApi.Summary, "A new signing secret; the old one signs beside it for endpoints.rotationOverlapMs (two v1 signatures)"),
     HttpApiEndpoint.get("attempts", "/v1/tenants/:tenant/endpoints/:id/deliveries", {
       params: endpointPath,
       query: { limit: Schema.optionalKey(Limit) },

@@ -5,7 +5,10 @@
  */
 import { Effect } from "effect"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import { LiveConfig } from "../config/live.js"
 import { AttemptLog } from "../delivery/attempt-log.js"
+import type { Endpoint } from "../domain/endpoints.js"
+import { Audit } from "../lifecycle/audit.js"
 import { endpointDestination } from "../domain/fanout.js"
 import { Endpoints } from "../queue/endpoints.js"
 import { Tenants } from "../queue/tenants.js"
@@ -25,6 +28,9 @@ const endpointOf = (tenant: string, id: string) =>
     const ord = yield* Effect.flatMap(Tenants, (t) => t.ord(tenant))
     return { ord, endpoint: yield* Effect.flatMap(Endpoints, (s) => s.get(ord, id)) }
   })
+
+/** `endpoints.rotationOverlapMs`'s default, for a node without a live configuration (tests). */
+const DEFAULT_OVERLAP_MS = 24 * 3_600_000
 
 /** The source id a test event's envelope names (no configured source has it: ids cannot hold a colon). */
 export const TEST_SOURCE = "endpoint:test"
@@ -51,6 +57,22 @@ export const layer = HttpApiBuilder.group(Api, "endpointOps", (handlers) =>
             })
           ).pipe(Effect.mapError(() => new NotReady({ phase: "writer" })))
           return { id: r.id, seq: r.seq }
+        })
+      )
+    )
+    .handle("rotate", ({ params }) =>
+      answer(
+        Effect.gen(function* () {
+          const p = yield* Admin
+          const { ord, endpoint } = yield* endpointOf(params.tenant, params.id)
+          const live = yield* Effect.serviceOption(LiveConfig)
+          const overlap = live._tag === "Some" ? live.value.get().config.endpoints.rotationOverlapMs : DEFAULT_OVERLAP_MS
+          const audit = yield* Effect.map(Audit, (a) => (e: Endpoint) =>
+            a.stage({ actor: p.name, tenants: [params.tenant], action: "endpoint.rotate", params: { id: e.id, overlapMs: overlap } })
+          )
+          const rotated = yield* Effect.flatMap(Endpoints, (s) => s.rotate(ord, endpoint.id, overlap, audit))
+          const until = rotated.previousSecret?.until
+          return { id: rotated.id, secret: rotated.secret, previousUntil: until === undefined ? null : new Date(until).toISOString() }
         })
       )
     )

@@ -28,7 +28,7 @@ const iso = (ms: number) => new Date(ms).toISOString()
 
 /** The answer's form of an endpoint: no secret, times in ISO 8601. */
 export const view = (tenant: string, e: E.Endpoint) => {
-  const { secret: _secret, createdAt, updatedAt, ...rest } = e
+  const { secret: _secret, previousSecret: _previous, createdAt, updatedAt, ...rest } = e
   return { ...rest, tenant, createdAt: iso(createdAt), updatedAt: iso(updatedAt) }
 }
 

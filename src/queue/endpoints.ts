@@ -41,6 +41,8 @@ export interface EndpointsShape {
     audit: StageAudit
   ) => Effect.Effect<E.Endpoint, EndpointLimit | StoreError>
   readonly update: (ord: number, id: string, patch: E.EndpointPatch, audit: StageAudit) => Effect.Effect<E.Endpoint, EndpointNotFound | StoreError>
+  /** A new secret (generated), the old one signing beside it for `overlapMs` (`E.rotate`). */
+  readonly rotate: (ord: number, id: string, overlapMs: number, audit: StageAudit) => Effect.Effect<E.Endpoint, EndpointNotFound | StoreError>
   /** Delete; answers what was deleted. */
   readonly remove: (ord: number, id: string, audit: StageAudit) => Effect.Effect<E.Endpoint, EndpointNotFound | StoreError>
   /** The tenant's endpoints from the cache (a store read on a miss only). */
@@ -132,6 +134,16 @@ export const make = Effect.gen(function* () {
       })
     )
 
+  const rotate = (ord: number, id: string, overlapMs: number, audit: StageAudit) =>
+    withTenant(
+      ord,
+      Effect.gen(function* () {
+        const before = yield* get(ord, id)
+        const after = E.rotate(before, E.secretFrom(randomBytes(E.SECRET_BYTES)), yield* Clock.currentTimeMillis, overlapMs)
+        return yield* commit(ord, put("tenants", endpointKey(ord, E.parseId(id)!), E.encode(after)), after, audit)
+      })
+    )
+
   const update = (ord: number, id: string, patch: E.EndpointPatch, audit: StageAudit) =>
     withTenant(
       ord,
@@ -177,6 +189,7 @@ export const make = Effect.gen(function* () {
     get,
     create,
     update,
+    rotate,
     remove,
     ofTenant,
     onChange: (listener) => void listeners.push(listener),
