@@ -4,7 +4,8 @@
  * fixed loopback port so it can come back at the same address), one sink
  * server that both nodes deliver to (two sinks, `orders` and `audit`, told
  * apart by path; each node's sinks send `x-fleet-node` with the node's name,
- * so every delivery says which node made it), and the requests the tests send.
+ * so every delivery says which node made it; tenants' endpoints are other
+ * paths on it), and the requests the tests send.
  */
 import * as net from "node:net"
 import { createServer } from "node:http"
@@ -33,6 +34,7 @@ export const freePort = (): Promise<number> =>
   })
 
 export interface Receipt {
+  /** The request's path without its leading `/`: a sink's name, or a tenant endpoint's path. */
   readonly sink: SinkName
   readonly id: string
   /** `x-fleet-node`: the node that made the call. */
@@ -86,12 +88,16 @@ export const startSink = (): Promise<Sink> =>
     })
   })
 
-/** A node's configuration: the shared source of deploy/nginx.conf, routed to both sinks. */
+/**
+ * A node's configuration: the shared source of deploy/nginx.conf, routed to both sinks and to
+ * its tenant's endpoints (loopback allowed, so an endpoint may point at the sink server).
+ */
 export const nodeConfig = (name: string, sinkUrl: string, headers: Record<string, string> = {}) => ({
   http: { host: "127.0.0.1", demoSink: false },
   pipeline: { graceMs: 2_000 },
-  sources: [{ id: SOURCE, tenant: { header: TENANT_HEADER }, routes: [...SINKS] }],
+  sources: [{ id: SOURCE, tenant: { header: TENANT_HEADER }, routes: [...SINKS, "tenant-endpoints"] }],
   sinks: SINKS.map((s) => ({ name: s, url: `${sinkUrl}/${s}`, headers: { "x-fleet-node": name, ...headers }, retry: RETRY })),
+  endpoints: { allowNetworks: ["127.0.0.0/8"] },
   adminTokens: [{ name: "ops", token: ADMIN_TOKEN, tenants: "*" }]
 })
 
@@ -138,6 +144,20 @@ export const ingest = async (base: string, tenant: string, headers: Record<strin
 /** `GET /v1/tenants/:tenant` with the admin token, at a node or through the proxy. */
 export const tenantStats = async (base: string, tenant: string): Promise<Answer> =>
   answerOf(await fetch(`${base}/v1/tenants/${encodeURIComponent(tenant)}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }))
+
+/** `POST /v1/tenants/:tenant/endpoints` with the admin token, at a node or through the proxy. */
+export const createEndpoint = async (base: string, tenant: string, url: string): Promise<Answer> =>
+  answerOf(
+    await fetch(`${base}/v1/tenants/${encodeURIComponent(tenant)}/endpoints`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ url, description: `fleet test: ${tenant}` })
+    })
+  )
+
+/** `GET /v1/tenants/:tenant/endpoints` with the admin token, at a node or through the proxy. */
+export const endpointsOf = async (base: string, tenant: string): Promise<Answer> =>
+  answerOf(await fetch(`${base}/v1/tenants/${encodeURIComponent(tenant)}/endpoints`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }))
 
 /** Rows a tenant has on a node, whatever their state. */
 export const rowsOf = (b: Record<string, unknown>): number =>

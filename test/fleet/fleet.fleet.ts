@@ -6,7 +6,9 @@
  * the proxy does, shown: a tenant's hooks land on one node, stay there across
  * a reload, go to the next node on the ring while theirs is down (the down
  * node's backlog waiting on its disk until it comes back), and each hook is
- * delivered once per sink by the node that accepted it.
+ * delivered once per sink by the node that accepted it. Issue 27: a tenant's
+ * endpoint, created through the proxy, lives on the tenant's node and gets
+ * the tenant's hooks from it.
  *
  * `npm run test:fleet` (not `npm test`: vitest.fleet.config.ts) builds first,
  * since the nodes run dist/.
@@ -17,8 +19,11 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { metricValue } from "../../bench/lib/serve-child.js"
 import {
+  ADMIN_TOKEN,
   allDelivered,
   type Answer,
+  createEndpoint,
+  endpointsOf,
   eventually,
   freePort,
   ingest,
@@ -259,5 +264,63 @@ describe("fleet", () => {
         expect(got[0]!.node).toBe(acceptedBy.get(id)!.name)
       }
     }
+  })
+
+  it("an endpoint created through the proxy receives its tenant's hooks", { timeout: 180_000 }, async () => {
+    sink.mode = "ok"
+    const tenants = Array.from({ length: 8 }, (_, i) => `endpoint-tenant-${i}`)
+    // Half of them send a hook first (to the sinks only: no endpoint yet); the others have sent none.
+    const seen = tenants.slice(0, 4)
+    const first = await oneEach(seen)
+    const home = new Map(first.map((a) => [a.tenant, a.port]))
+    await awaitDelivered(first.map((a) => String(a.body["id"])))
+    const pathOf = (t: string) => `endpoints/${t}`
+
+    // Each endpoint is created through the proxy, on the node its tenant's hooks go to.
+    const endpointIds = new Map<string, string>()
+    for (const t of tenants) {
+      const created = await createEndpoint(proxy.url, t, `${sink.url}/${pathOf(t)}`)
+      expect(created.status, JSON.stringify(created)).toBe(201)
+      expect(created.body).toMatchObject({ tenant: t, url: `${sink.url}/${pathOf(t)}` })
+      if (home.has(t)) expect(created.port, t).toBe(home.get(t))
+      home.set(t, created.port)
+      endpointIds.set(t, String(created.body["id"]))
+    }
+    for (const t of tenants) {
+      const listed = await endpointsOf(proxy.url, t)
+      expect(listed).toMatchObject({ status: 200, port: home.get(t) })
+      expect((listed.body["items"] as Array<{ id: string }>).map((e) => e.id)).toEqual([endpointIds.get(t)])
+      // The other node has no endpoint for the tenant (nor, here, the tenant at all).
+      const other = nodes.find((n) => n.port !== home.get(t))!
+      const there = await endpointsOf(other.url, t)
+      if (there.status === 200) expect(there.body["items"], `${t} on ${other.name}`).toEqual([])
+      else expect(there, `${t} on ${other.name}`).toMatchObject({ status: 404, body: { error: "unknown_tenant" } })
+    }
+
+    // Their hooks through the proxy, to the tenant's node; each goes to both sinks and to its tenant's endpoint.
+    const answers = await oneEach(tenants.flatMap((t) => [t, t, t]))
+    for (const a of answers) expect(a.port, a.tenant).toBe(home.get(a.tenant))
+    const idsOf = (t: string) => answers.filter((a) => a.tenant === t).map((a) => String(a.body["id"]))
+    const received = (t: string) => sink.receipts.filter((r) => r.sink === pathOf(t) && r.status < 300).map((r) => r.id)
+    await awaitDelivered(answers.map((a) => String(a.body["id"])))
+    await eventually("every endpoint's hooks", DELIVERY_MS, () => tenants.every((t) => idsOf(t).every((id) => received(t).includes(id))))
+    // Time for a stray delivery to show, were there one.
+    await new Promise((r) => setTimeout(r, 2_000))
+    for (const t of tenants) {
+      // Exactly its own tenant's hooks sent since the endpoint exists, each once.
+      expect([...received(t)].sort(), t).toEqual(idsOf(t).sort())
+      const holder = nodeAt(home.get(t)!)
+      for (const id of idsOf(t)) for (const s of SINKS) expect(sink.delivered(s, id).map((r) => r.node), `${s} ${id}`).toEqual([holder.name])
+      // Delivered by the node that holds the tenant: its own attempt log has each of them.
+      const log = await fetch(`${holder.url}/v1/tenants/${t}/endpoints/${endpointIds.get(t)}/deliveries?limit=100`, {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` }
+      })
+      expect(log.status).toBe(200)
+      const attempts = ((await log.json()) as { items: Array<{ hookId: string; status: number }> }).items
+      for (const id of idsOf(t)) expect(attempts.filter((x) => x.hookId === id && x.status < 300).length, `${t} ${id}`).toBe(1)
+    }
+    // No other request reached an endpoint's path.
+    const paths = new Set(tenants.map(pathOf))
+    for (const r of sink.receipts) if (!(SINKS as ReadonlyArray<string>).includes(r.sink)) expect(paths.has(r.sink), r.sink).toBe(true)
   })
 })
