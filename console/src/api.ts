@@ -48,6 +48,17 @@ export interface EndpointInput {
   readonly disabledReason?: string | null
 }
 
+/** One attempt of an endpoint's recent log (`GET …/endpoints/:id/deliveries`), newest first. */
+export interface Attempt {
+  readonly at: string
+  readonly hookId: string
+  /** 0: no HTTP answer (a timeout or a transport error; `error` says which). */
+  readonly status: number
+  readonly latencyMs: number
+  readonly outcome: "delivered" | "failed"
+  readonly error: string | null
+}
+
 export interface Counters {
   readonly tenant: string
   readonly pending: number
@@ -91,6 +102,8 @@ export interface HookDetail {
   readonly tenant: string
   readonly source: string
   readonly received_at: string
+  /** The event type the source's rule found; null when none. */
+  readonly event_type: string | null
   readonly content_type: string
   readonly headers: Readonly<Record<string, string>>
   readonly body_bytes: number
@@ -252,5 +265,9 @@ export const api = {
   deleteEndpoint: (tenant: string, id: string) => call<{ readonly id: string }>("DELETE", `/v1/tenants/${seg(tenant)}/endpoints/${seg(id)}`),
   endpointSecret: (tenant: string, id: string) =>
     call<{ readonly id: string; readonly secret: string }>("GET", `/v1/tenants/${seg(tenant)}/endpoints/${seg(id)}/secret`),
+  testEndpoint: (tenant: string, id: string) =>
+    call<{ readonly id: string; readonly seq: number }>("POST", `/v1/tenants/${seg(tenant)}/endpoints/${seg(id)}/test`),
+  endpointAttempts: (tenant: string, id: string, limit: number) =>
+    call<{ readonly items: ReadonlyArray<Attempt> }>("GET", `/v1/tenants/${seg(tenant)}/endpoints/${seg(id)}/deliveries${query({ limit })}`),
   audit: (q: { readonly cursor?: string | null | undefined }) => call<Page<AuditItem>>("GET", `/v1/audit${query({ cursor: q.cursor, limit: 50 })}`)
 }

@@ -90,6 +90,7 @@ const hook = (id: string) =>
       tenant: tenantOf(env),
       source: env.sourceId,
       received_at: iso(env.receivedAt),
+      event_type: env.eventType ?? null,
       content_type: env.contentType,
       headers: env.headers,
       body_bytes: env.body.length,

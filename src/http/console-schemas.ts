@@ -38,6 +38,8 @@ export const HookDetail = Schema.Struct({
   tenant: Schema.String,
   source: Schema.String,
   received_at: Schema.String,
+  /** The event type the source's rule found (docs/delivery.md "Tenant endpoints"); null when none. */
+  event_type: Schema.NullOr(Schema.String),
   content_type: Schema.String,
   headers: Schema.Record(Schema.String, Schema.String),
   body_bytes: Count,

@@ -2,11 +2,11 @@
  * The Endpoints page in a real browser (issue 27; docs/console.md "Endpoints"): Debian's
  * Chromium against a real gateway (world.ts), with a scoped token and with a portal URL. The
  * endpoints saved point at 127.0.0.1 only (the world allows loopback through
- * endpoints.allowNetworks).
+ * endpoints.allowNetworks), and the test events go to a refused port and to a receiver there.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { Page } from "playwright-core"
-import { admin, ingest, openConsole, SCOPED_TOKEN, screenshot, unavailable, until, type World, startWorld } from "./world.js"
+import type { Locator, Page } from "playwright-core"
+import { admin, ingest, openConsole, SCOPED_TOKEN, screenshot, startSink, unavailable, until, type World, startWorld } from "./world.js"
 
 if (unavailable !== undefined) console.warn(unavailable)
 
@@ -17,6 +17,18 @@ type Listed = { items: Array<{ id: string; url: string; disabled: boolean; descr
 const endpointsOf = (w: World, tenant: string) => admin<Listed>(w, `/v1/tenants/${tenant}/endpoints`)
 
 const createForm = (page: Page) => page.getByRole("form", { name: "Create endpoint" })
+
+/** "Send test event" on an endpoint's row: the hook id the page shows (another than `before`). */
+const sendTest = async (row: Locator, before?: string): Promise<string> => {
+  await row.getByRole("button", { name: "Send test event" }).click()
+  const shown = row.locator("[data-test-hook]")
+  await poll(async () => (await shown.allTextContents()).filter((t) => t !== before).length).toBe(1)
+  return (await shown.textContent())!
+}
+
+/** The cell `col` of the newest attempt of `hook` in the row's Recent attempts ("" while there is none). */
+const attemptCell = async (row: Locator, hook: string, col: string) =>
+  (await row.locator(`table.attempts tr[data-hook="${hook}"] [data-col="${col}"]`).allTextContents())[0] ?? ""
 
 describe.skipIf(unavailable !== undefined)("console: endpoints", { timeout: 90_000 }, () => {
   let w: World
@@ -73,6 +85,35 @@ describe.skipIf(unavailable !== undefined)("console: endpoints", { timeout: 90_0
     await row.getByRole("button", { name: "Reveal secret" }).click()
     const secret = await admin<{ secret: string }>(w, `/v1/tenants/umbrella/endpoints/${made!.id}/secret`)
     await poll(() => row.locator("[data-secret]").textContent()).toBe(secret.secret)
+
+    // A test event to the refused port: a failed attempt without an answer, and the hook's page
+    // names its event type.
+    const refused = await sendTest(row)
+    await expect.poll(() => attemptCell(row, refused, "outcome"), { timeout: 20_000 }).toBe("failed")
+    expect(await attemptCell(row, refused, "status")).toBe("no answer")
+    expect(await attemptCell(row, refused, "error")).not.toBe("–")
+    await row.locator("[data-test-hook]").click()
+    await poll(() => page.locator("[data-event-type]").textContent()).toBe("ankusa.test")
+    await page.goBack()
+
+    // Pointed at a real receiver on 127.0.0.1, the next test event is delivered and its attempt listed.
+    const receiver = await startSink("ok")
+    try {
+      await row.getByRole("button", { name: "Edit" }).click()
+      await row.getByRole("form", { name: "Save" }).getByLabel("URL").fill(receiver.url)
+      await row.getByRole("button", { name: "Save" }).click()
+      await poll(async () => (await endpointsOf(w, "umbrella")).items[0]!.url).toBe(receiver.url)
+      const delivered = await sendTest(row, refused)
+      await expect.poll(() => attemptCell(row, delivered, "status"), { timeout: 20_000 }).toMatch(/^2\d\d$/)
+      expect(await attemptCell(row, delivered, "outcome")).toBe("delivered")
+      expect(receiver.calls.filter((c) => c.id === delivered).map((c) => c.status)).toEqual([204])
+      // On demand: the list read again still has it.
+      await row.getByRole("button", { name: "Refresh attempts" }).click()
+      await poll(() => attemptCell(row, delivered, "outcome")).toBe("delivered")
+      await screenshot(page, "endpoints-activity")
+    } finally {
+      await receiver.close()
+    }
 
     // Another tenant's endpoints are refused by URL.
     await page.goto(`${w.url}/ui/#/tenants/initech/endpoints`)

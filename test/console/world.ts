@@ -34,7 +34,7 @@ export interface Sink {
   readonly close: () => Promise<void>
 }
 
-const startSink = (mode: Sink["mode"], failStatus = 500): Promise<Sink> =>
+export const startSink = (mode: Sink["mode"], failStatus = 500): Promise<Sink> =>
   new Promise((resolve) => {
     const calls: Sink["calls"] = []
     let server: Server

@@ -1,6 +1,7 @@
 /**
- * A dead hook's detail (`GET /v1/dlq/:id`): where it came from, each sink's row (attempts, last
- * status, last attempt, size), the body's size and a capped preview, and replay of the hook.
+ * A dead hook's detail (`GET /v1/dlq/:id`): where it came from, its event type, each sink's row
+ * (attempts, last status, last attempt, size), the body's size and a capped preview, and replay
+ * of the hook.
  */
 import { useState } from "preact/hooks"
 import { api } from "../api.js"
@@ -47,6 +48,8 @@ export const DeadHook = ({ id }: { readonly id: string }) => {
             <dd>{h.source}</dd>
             <dt>Received</dt>
             <dd>{F.time(h.received_at)}</dd>
+            <dt>Event type</dt>
+            <dd data-event-type>{h.event_type ?? "none"}</dd>
             <dt>Content type</dt>
             <dd>{h.content_type}</dd>
             <dt>Body</dt>

@@ -1,13 +1,15 @@
 /**
  * A tenant's endpoints (docs/console.md "Endpoints"): the self-service page of a scoped token
  * or a portal token. List, create, edit, disable or enable, delete (confirmed), reveal the
- * secret (shown once on create), and the tenant's newest dead letters with a way to replay them
- * on the Dead letters page. Everything goes through `…/v1/tenants/:tenant/endpoints`.
+ * secret (shown once on create), send a test event and see the recent attempts (Activity,
+ * components/endpoint-activity.tsx), and the tenant's newest dead letters with a way to replay
+ * them on the Dead letters page. Everything goes through `…/v1/tenants/:tenant/endpoints`.
  */
 import { useState } from "preact/hooks"
 import { api, type Endpoint, type EndpointInput, type Principal } from "../api.js"
 import { Confirm } from "../components/confirm.js"
 import { DeadTable } from "../components/dead-table.js"
+import { Activity } from "../components/endpoint-activity.js"
 import { Loading, Note, Problem } from "../components/status.js"
 import * as F from "../format.js"
 import { useLoad } from "../load.js"
@@ -111,13 +113,6 @@ const EndpointForm = ({ initial, submit, label, onCancel }: {
     </form>
   )
 }
-
-/*
- * LEAD (issue 27, delivery side): "Send test event" (POST …/endpoints/:id/test) and "Recent
- * attempts" (GET …/endpoints/:id/deliveries) belong here, one per endpoint row, beside Reveal.
- * Nothing calls those routes yet: they do not exist in the API.
- */
-const Activity = (_: { readonly tenant: string; readonly endpoint: Endpoint }) => null
 
 const Row = ({ tenant, e, onChanged }: { readonly tenant: string; readonly e: Endpoint; readonly onChanged: (note: string) => void }) => {
   const [editing, setEditing] = useState(false)
