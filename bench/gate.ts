@@ -21,6 +21,7 @@ export const BENCHES: ReadonlyArray<{ readonly name: string; readonly optional?:
   { name: "ingest-bench" },
   { name: "delivery-bench" },
   { name: "noisy-neighbour" },
+  { name: "endpoint-fanout" },
   { name: "migration-bench" },
   { name: "memory" },
   { name: "soak", optional: true }

@@ -1,7 +1,8 @@
 /**
- * Two ways to send hooks to an ingest endpoint, for bench/noisy-neighbour.ts:
+ * Two ways to send hooks to an ingest endpoint, for bench/noisy-neighbour.ts and
+ * bench/endpoint-fanout.ts:
  *
- * - `queueHooks`: exactly `count` requests, closed loop over raw keep-alive
+ * - `queueHooks`: exactly `count` requests (one, or several in turn), closed loop over raw keep-alive
  *   sockets (bench/lib/load.ts's model, but counted rather than timed): a
  *   backlog queued as fast as the server acknowledges it.
  * - `pacedHooks`: an open loop, one request every `periodMs` whatever the
@@ -25,8 +26,8 @@ export const queueHooks = (o: {
   readonly origin: string
   readonly connections: number
   readonly count: number
-  /** One raw request (bench/lib/load.ts `rawPost`), sent `count` times. */
-  readonly request: Buffer
+  /** One raw request (bench/lib/load.ts `rawPost`) sent `count` times, or several sent in turn. */
+  readonly request: Buffer | ReadonlyArray<Buffer>
 }): Promise<QueueResult> =>
   new Promise((resolve) => {
     const url = new URL(o.origin)
@@ -51,9 +52,10 @@ export const queueHooks = (o: {
       let waiting = false
       const send = () => {
         if (sent >= o.count) return socket.end()
+        const r = Buffer.isBuffer(o.request) ? o.request : o.request[sent % o.request.length]!
         sent++
         waiting = true
-        socket.write(o.request)
+        socket.write(r)
       }
       socket.on("connect", send)
       onAnswers(socket, (status) => {
