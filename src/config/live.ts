@@ -23,7 +23,8 @@ export const LIVE_KEYS: ReadonlyArray<string> = [
   "admin",
   "config.watch",
   "endpoints",
-  "portal"
+  "portal",
+  "breaker"
 ]
 
 /** How often `config.watch` looks at the file's identity and mtime. */

@@ -19,7 +19,8 @@ import { makeCallOutcomes } from "./call-outcomes.js"
 import { type DestinationDeps, type Job, makeDestinations, type Sink } from "./destinations.js"
 import type { Outcomes } from "./outcomes.js"
 import type { DispatchSinkOptions, PipelineOptions, PipelineState } from "./options.js"
-import { hold, makeAdmission, started } from "./sink-places.js"
+import { hold, makeAdmission, park, started } from "./sink-places.js"
+import { type BreakerSettings, record } from "./breaker.js"
 import type { DueEntry, QueueShape } from "../queue/queue.js"
 import type { Fair } from "./fair.js"
 import { DEFAULT_429_PAUSE_MS } from "./sink-pace.js"
@@ -85,7 +86,12 @@ export const makeSinkCalls = (
   state: PipelineState,
   fair: Fair,
   outcomes: Outcomes,
-  deps: { readonly endpoints: EndpointsShape | undefined; readonly settings: DestinationDeps["settings"]; readonly wake: Effect.Effect<void> }
+  deps: {
+    readonly endpoints: EndpointsShape | undefined
+    readonly settings: DestinationDeps["settings"]
+    readonly breaker: () => BreakerSettings
+    readonly wake: Effect.Effect<void>
+  }
 ) =>
   Effect.gen(function* () {
     const context = yield* Effect.context<never>()
@@ -93,6 +99,7 @@ export const makeSinkCalls = (
     const registry = makeDestinations(o, context, {
       endpoints: deps.endpoints,
       settings: deps.settings,
+      breaker: deps.breaker,
       // A tenant's endpoints read: the next tick reads its refused rows again.
       fork: (effect) => void runFork(Effect.andThen(effect, deps.wake))
     })
@@ -114,6 +121,8 @@ export const makeSinkCalls = (
     state.capacity = admission.capacity
     const attempts = yield* Effect.serviceOption(AttemptLog)
     const unsafe = M.ssrfRefusedRecorder(context)
+    const trips = M.breakerTripsRecorder(context)
+    const breakerState = M.breakerStateRecorder(context)
     const delay = M.delayRecorder(context)
 
     // Jobs handed over and not finished (queued or calling); `idle` is open at 0.
@@ -233,6 +242,24 @@ export const makeSinkCalls = (
       } else pump(sink)
     }
 
+    /**
+     * A call's outcome for its destination's breaker. A trip gives the rows still waiting for a
+     * connection back to due, their tenants parked behind the breaker: no attempt is used.
+     */
+    const breakerOutcome = (sink: Sink, job: Job, ok: boolean, at: number): void => {
+      const was = sink.breaker.state
+      if (record(sink.breaker, deps.breaker(), ok, at)) {
+        trips()
+        runFiber(Effect.logWarning("pipeline: breaker opened", { sink: job.name, until: new Date(sink.breaker.openUntil).toISOString(), trips: sink.breaker.trips }))
+        for (let w = sink.waiting.shift(); w !== undefined; w = sink.waiting.shift()) {
+          hold(sink.places, w.claimed.ref.ord, -1)
+          park(sink.places, w.claimed.ref.ord, w.claimed.entry.ref.at)
+          runFiber(guarded(w.claimed, giveBack(w.claimed)))
+        }
+      } else if (was !== "closed" && sink.breaker.state === "closed") runFiber(Effect.logInfo("pipeline: breaker closed", { sink: job.name }))
+      breakerState(sink)
+    }
+
     const reconfigure = (next: ReadonlyArray<DispatchSinkOptions>): void =>
       registry.reconfigure(next, {
         pump,
@@ -269,8 +296,9 @@ export const makeSinkCalls = (
           live.delete(entry)
           sink.latency(a.durationMs / 1000)
           if (a.error?.startsWith("unsafe") === true) unsafe()
+          const ok = a.status >= 200 && a.status < 300
+          breakerOutcome(sink, job, ok, a.endedAt)
           if (attempts._tag === "Some") {
-            const ok = a.status >= 200 && a.status < 300
             attempts.value.record(job.name, { at: a.endedAt, hookId: job.env.id, status: a.status, latencyMs: a.durationMs, outcome: ok ? "delivered" : "failed", error: a.error ?? null })
           }
           // A 429 slows this sink (every tenant's calls to it), not the tenant's other sinks.

@@ -20,6 +20,7 @@ import type { Claimed } from "./calls.js"
 import { DEFAULT_MAX_PAUSE_MS, maxWaitingOf, SINK_WAIT_FACTOR, type DispatchSinkOptions, type PipelineOptions } from "./options.js"
 import { hold, makePlaces, type Places } from "./sink-places.js"
 import { makeSinkPace, type SinkPace } from "./sink-pace.js"
+import { type Breaker, type BreakerSettings, makeBreaker } from "./breaker.js"
 import { makeTenantQueue, type TenantQueue } from "./sink-queue.js"
 import * as SinkClient from "./sink-client.js"
 
@@ -47,6 +48,8 @@ export interface Sink {
   running: number
   /** Its places: the rows admitted for it and not done calling, and the tenants parked (sink-places.ts). */
   readonly places: Places
+  /** Its circuit breaker (breaker.ts); a reload or an endpoint change keeps it. */
+  readonly breaker: Breaker
   readonly maxPauseMs: number
   readonly latency: (seconds: number) => void
   /** Its rate limit and 429 pause, shared by every tenant routed to it. */
@@ -79,6 +82,8 @@ export interface DestinationDeps {
   readonly endpoints: EndpointsShape | undefined
   /** The configuration in force (the SSRF allow list, `endpoints.maxPools`). */
   readonly settings: () => { readonly allowNetworks: ReadonlyArray<string>; readonly httpsOnly: boolean; readonly maxPools: number; readonly rotationOverlapMs: number }
+  /** The breaker settings in force (`breaker.*`). */
+  readonly breaker: () => BreakerSettings
   /** Run a tenant's endpoint read in the background. */
   readonly fork: (effect: Effect.Effect<void>) => void
 }
@@ -97,7 +102,7 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
   let ready: Array<number> = []
   let waitingForPool = new Set<number>()
 
-  const open = (s: DispatchSinkOptions, version?: number, refusal?: string, settings?: object, previous?: Sink["previous"]): Sink => {
+  const open = (s: DispatchSinkOptions, version?: number, refusal?: string, settings?: object, previous?: Sink["previous"], inherited?: Breaker): Sink => {
     const label = endpointIdOf(s.name) === undefined ? s.name : ENDPOINTS_LABEL
     return {
       options: s,
@@ -106,6 +111,7 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
       waiting: makeTenantQueue<Job>(),
       running: 0,
       places: makePlaces(s.concurrency, maxWaitingOf(s)),
+      breaker: inherited ?? makeBreaker(deps.breaker()),
       maxPauseMs: s.maxPauseMs ?? DEFAULT_MAX_PAUSE_MS,
       latency: M.latencyRecorder(label, context),
       pace: makeSinkPace(s.ratePerSec ?? 0),
@@ -205,7 +211,7 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
     }
     const { options, refusal } = endpointOptions(name, e)
     const prev = e.previousSecret === undefined ? undefined : parseSecret(e.previousSecret.secret)
-    const sink = open(options, e.updatedAt, refusal, deps.settings(), prev === undefined ? undefined : { key: prev, until: e.previousSecret!.until })
+    const sink = open(options, e.updatedAt, refusal, deps.settings(), prev === undefined ? undefined : { key: prev, until: e.previousSecret!.until }, found?.breaker)
     pools.set(name, sink)
     poolsGauge(pools.size)
     // Changed (URL, secret, headers, bounds): its waiting rows and their places move to the new pool.
@@ -272,7 +278,7 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
       if (old !== undefined && JSON.stringify(old.options) === JSON.stringify(s)) continue
       // A changed secret: the old one signs beside the new for `endpoints.rotationOverlapMs` (memory only).
       const rotated = old?.key !== undefined && old.options.secret !== s.secret ? { key: old.key, until: Date.now() + deps.settings().rotationOverlapMs } : old?.previous
-      const sink = open(s, undefined, undefined, undefined, rotated)
+      const sink = open(s, undefined, undefined, undefined, rotated, old?.breaker)
       sinks.set(s.name, sink)
       if (old === undefined) continue
       handOver(old, sink)

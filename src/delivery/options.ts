@@ -100,6 +100,8 @@ export type Input = Partial<Omit<PipelineOptions, "sinks">> & {
   readonly sinks: ReadonlyArray<DispatchSinkOptions>
   /** Each tenant's weight and limits (TEN-3), read every tick; every tenant gets the defaults when absent. */
   readonly limitsOf?: LimitsOf
+  /** The circuit breakers' settings where there is no LiveConfig (tests; default DEFAULT_BREAKER). */
+  readonly breaker?: import("./breaker.js").BreakerSettings
   /** Tenant endpoints' SSRF allow list, https rule and pool bound where there is no LiveConfig (tests). */
   readonly endpointSettings?: { readonly allowNetworks: ReadonlyArray<string>; readonly httpsOnly: boolean; readonly maxPools: number; readonly rotationOverlapMs: number }
   /** A reloaded configuration's sinks (serve: `{self}` resolved); without it the sinks never change. */

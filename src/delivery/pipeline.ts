@@ -16,6 +16,7 @@
 import { Cause, Context, Duration, Effect, Fiber, Layer, Metric, Semaphore } from "effect"
 import { LiveConfig } from "../config/live.js"
 import { MAX_POOLS_DEFAULT } from "../domain/config-endpoints.js"
+import { DEFAULT_BREAKER } from "./breaker.js"
 import { Endpoints } from "../queue/endpoints.js"
 import { makeSinkCalls } from "./calls.js"
 import { type Input, MIN_TICK_GAP_MS, type PipelineState, resolve } from "./options.js"
@@ -89,6 +90,7 @@ export const make = (input: Input) =>
     const calls = yield* makeSinkCalls(o, queue, state, fair, outcomes, {
       endpoints: endpoints._tag === "Some" ? endpoints.value : undefined,
       settings,
+      breaker: live._tag === "Some" ? () => live.value.get().config.breaker : () => input.breaker ?? DEFAULT_BREAKER,
       wake
     })
     // A reload swaps the sinks between two ticks' routing (docs/configuration.md "Reloading").

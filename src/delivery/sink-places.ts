@@ -5,6 +5,7 @@
  * parked for want of a place; over all sinks, the admission the claim asks row by row, its
  * reservations, and the parked tenants that may come back.
  */
+import { admitted, allows, type Breaker, probeDue } from "./breaker.js"
 import { SINK_PACE_WINDOW_MS } from "./options.js"
 
 export interface Places {
@@ -22,6 +23,8 @@ export interface Places {
 /** What the admission needs of a sink (calls.ts's `Sink`). */
 export interface PlacedSink {
   readonly places: Places
+  /** Open: nothing admitted; half-open: one probe (breaker.ts). */
+  readonly breaker: Breaker
   readonly running: number
   readonly retired: boolean
   readonly options: { readonly name: string }
@@ -72,7 +75,7 @@ export const started = (p: Places, at: number): void => {
 /** Rows a sink may hold: its calls, and `maxWaiting` waiting, or as many as it started lately if more. */
 export const capacityOf = (p: Places, at: number): number => p.concurrency + Math.max(p.maxWaiting, Math.floor(startedRecently(p, at)))
 
-const park = (p: Places, ord: number, at: number): false => {
+export const park = (p: Places, ord: number, at: number): false => {
   const was = p.parked.get(ord)
   if (was === undefined || at < was) p.parked.set(ord, at)
   return false
@@ -113,12 +116,15 @@ export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () =>
   let reserved: Array<{ readonly sink: S; readonly ord: number }> = []
   /** Tenants parked on sinks a reload removed: back to the round at the next tick. */
   let orphaned: Array<Parked> = []
-  const free = (s: S, at: number) => Math.max(0, capacityOf(s.places, at) - s.places.held)
+  const free = (s: S, at: number) => (s.breaker.state === "closed" || probeDue(s.breaker, at) ? Math.max(0, capacityOf(s.places, at) - s.places.held) : 0)
 
   return {
     /** A row of tenant `ord` for `sink` (resolved by the caller): a place held, or the tenant parked. */
     admit: (sink: S, ord: number, at: number): boolean => {
+      // An open breaker admits nothing (the rows stay due, no attempt used); half-open, its one probe.
+      if (!allows(sink.breaker, now())) return park(sink.places, ord, at)
       if (!admitTo(sink.places, ord, at, now())) return false
+      admitted(sink.breaker)
       reserved.push({ sink, ord })
       return true
     },
@@ -164,6 +170,8 @@ export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () =>
       for (const s of sinks.all()) {
         const p = s.places
         if (p.parked.size === 0) continue
+        // Behind an open breaker they wait for its probe (then one of them is claimed for it).
+        if (s.breaker.state !== "closed" && !probeDue(s.breaker, at)) continue
         const capacity = capacityOf(p, at)
         if (p.held - s.running > Math.floor((capacity - p.concurrency) / 2) || p.held >= capacity) continue
         for (const [ord, a] of p.parked) out.push({ ord, at: a })

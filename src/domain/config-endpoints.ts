@@ -41,6 +41,15 @@ export const EndpointsSettings = Schema.Struct({
   rotationOverlapMs: withDefault(int(0, 30 * 24 * 3_600_000), () => 24 * 3_600_000)
 })
 
+/** `breaker.*` (docs/delivery.md "Failing destinations"): every destination's circuit breaker. */
+export const BreakerSettings = Schema.Struct({
+  minCalls: withDefault(int(1, 1_000_000), () => 10),
+  failureRatio: withDefault(Schema.Number.check(Schema.isBetween({ minimum: 0.01, maximum: 1 })), () => 0.7),
+  windowMs: withDefault(int(1_000, 3_600_000), () => 60_000),
+  openMs: withDefault(int(100, 3_600_000), () => 30_000),
+  maxOpenMs: withDefault(int(100, 86_400_000), () => 600_000)
+})
+
 export const PortalSettings = Schema.Struct({
   /** Signs portal tokens (HMAC-SHA256); absent: portal tokens are off. Every node of a fleet has the same one. */
   secret: Schema.optional(

@@ -6,7 +6,7 @@
  */
 import { Schema, SchemaTransformation } from "effect"
 import { Admin, Archive, AuditSettings, Dlq, QuarantineSettings } from "./config-lifecycle.js"
-import { EndpointsSettings, PortalSettings } from "./config-endpoints.js"
+import { BreakerSettings, EndpointsSettings, PortalSettings } from "./config-endpoints.js"
 import * as Endpoints from "./endpoints.js"
 import * as Limits from "./limits.js"
 import * as RetryPolicy from "./retry-policy.js"
@@ -278,7 +278,8 @@ const Fields = Schema.Struct({
   pipeline: withDefault(Pipeline, () => Schema.decodeSync(Pipeline)({})),
   config: withDefault(Reload, () => Schema.decodeSync(Reload)({})),
   endpoints: withDefault(EndpointsSettings, () => Schema.decodeSync(EndpointsSettings)({})),
-  portal: withDefault(PortalSettings, () => Schema.decodeSync(PortalSettings)({}))
+  portal: withDefault(PortalSettings, () => Schema.decodeSync(PortalSettings)({})),
+  breaker: withDefault(BreakerSettings, () => Schema.decodeSync(BreakerSettings)({}))
 })
 
 const duplicates = <A>(

@@ -65,6 +65,24 @@ export const delayRecorder = (context: Context.Context<never>): ((seconds: numbe
   return (seconds) => series.updateUnsafe(seconds, context)
 }
 
+/** Breaker trips of every destination (sinks and tenant endpoints), present from boot at 0. */
+export const breakerTripsRecorder = (context: Context.Context<never>): (() => void) => {
+  const series = Metric.counter("ankusa_breaker_trips_total", { description: "Times a destination's circuit breaker opened (a failed probe included)", incremental: true })
+  series.updateUnsafe(0, context)
+  return () => series.updateUnsafe(1, context)
+}
+
+/**
+ * `ankusa_breaker_state{destination}` of a shared sink: 0 closed, 1 open, 2 half-open. Tenant
+ * endpoints have no series of their own (an id a series would be unbounded): their trips count in
+ * `ankusa_breaker_trips_total` and their attempts show in `GET …/endpoints/:id/deliveries`.
+ */
+export const breakerStateRecorder = (context: Context.Context<never>) => (sink: { readonly options: { readonly name: string }; readonly breaker: { readonly state: string } }) => {
+  if (sink.options.name.includes(":")) return
+  const v = sink.breaker.state === "closed" ? 0 : sink.breaker.state === "open" ? 1 : 2
+  Metric.gauge("ankusa_breaker_state", { description: "A shared sink's circuit breaker: 0 closed, 1 open, 2 half-open", attributes: { destination: sink.options.name } }).updateUnsafe(v, context)
+}
+
 /** Tenant endpoint connection pools open now (at most `endpoints.maxPools`), present from boot at 0. */
 export const endpointPoolsRecorder = (context: Context.Context<never>): ((n: number) => void) => {
   const series = Metric.gauge("ankusa_endpoint_pools", { description: "Tenant endpoint connection pools open now (at most endpoints.maxPools)" })

@@ -1,0 +1,178 @@
+/**
+ * Failing destinations (issue 28; docs/delivery.md "Failing destinations"): each destination's
+ * circuit breaker, on a real `ankusa serve` child (RocksDB) with real sinks on 127.0.0.1.
+ */
+import { afterEach, describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import { createServer, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { type NodeChild, runAnkusa, servingAddress } from "./support/node-child.js"
+
+const TOKEN = "breaker-admin-token-0001"
+
+interface Sink {
+  readonly url: string
+  /** Each call: its path, hook body, and arrival time. */
+  readonly calls: Array<{ readonly path: string; readonly body: string; readonly at: number }>
+  status: number
+  readonly close: () => Promise<void>
+}
+
+const startSink = (): Promise<Sink> =>
+  new Promise((resolve) => {
+    const state = { status: 500 }
+    const calls: Sink["calls"] = []
+    const server: Server = createServer((req, res) => {
+      let body = ""
+      req.on("data", (c: Buffer) => (body += c.toString("utf8")))
+      req.on("end", () => {
+        calls.push({ path: req.url ?? "", body, at: Date.now() })
+        res.writeHead(state.status).end()
+      })
+    })
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo
+      resolve(Object.assign(state, {
+        url: `http://127.0.0.1:${port}`,
+        calls,
+        close: () => new Promise<void>((done) => (server.closeAllConnections(), server.close(() => done())))
+      }))
+    })
+  })
+
+const running: Array<{ readonly child: NodeChild; readonly dir: string }> = []
+const sinks: Array<Sink> = []
+afterEach(async () => {
+  for (const n of running.splice(0)) {
+    n.child.child.kill("SIGTERM")
+    await n.child.exited(30_000).catch(() => n.child.kill())
+    fs.rmSync(n.dir, { recursive: true, force: true })
+  }
+  for (const s of sinks.splice(0)) await s.close()
+})
+
+const serve = async (config: object) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-breaker-"))
+  const file = path.join(dir, "ankusa.json")
+  fs.writeFileSync(file, JSON.stringify(config))
+  const child = runAnkusa(["serve", "--config", file, "--data-dir", dir, "--port", "0"])
+  running.push({ child, dir })
+  return { child, url: await servingAddress(child) }
+}
+const sink = async (status = 500) => {
+  const s = await startSink()
+  s.status = status
+  sinks.push(s)
+  return s
+}
+
+/** Retries every 100 ms, thirty times: a row is never dead in these tests. */
+const RETRY = { delaysMs: Array.from({ length: 30 }, () => 100), jitter: 0 }
+
+const configOf = (down: Sink, up: Sink, breaker: Record<string, number>) => ({
+  sources: [
+    { id: "stuck", tenant: "stuck", routes: ["down"] },
+    { id: "quiet", tenant: "quiet", routes: ["up"] }
+  ],
+  sinks: [
+    { name: "down", url: `${down.url}/down`, concurrency: 2, retry: RETRY },
+    { name: "up", url: `${up.url}/up`, concurrency: 2, retry: RETRY }
+  ],
+  adminTokens: [{ name: "ops", token: TOKEN, tenants: "*" }],
+  breaker,
+  http: { demoSink: false },
+  pipeline: { tickMs: 20 },
+  log: { level: "info" }
+})
+
+const post = (url: string, source: string, body: object) =>
+  fetch(`${url}/v1/hooks/${source}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+
+const metric = async (url: string, series: string) => {
+  const text = await (await fetch(`${url}/metrics`)).text()
+  for (const line of text.split("\n")) if (line.startsWith(series + " ")) return Number(line.slice(series.length + 1))
+  return undefined
+}
+
+const until = async (what: string, ok: () => boolean | Promise<boolean>, ms = 20_000) => {
+  const end = Date.now() + ms
+  while (!(await ok())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const OPEN = 'ankusa_breaker_state{destination="down"}'
+
+describe("breaker", () => {
+  it("a failing destination opens its breaker and stops being called", { timeout: 60_000 }, async () => {
+    const down = await sink(500)
+    const up = await sink(204)
+    const node = await serve(configOf(down, up, { minCalls: 4, failureRatio: 0.7, windowMs: 10_000, openMs: 60_000 }))
+    for (let i = 0; i < 10; i++) expect((await post(node.url, "stuck", { i })).status).toBe(202)
+    await until("the breaker to open", async () => (await metric(node.url, OPEN)) === 1)
+    // Calls on the wire when it opened may still end; none starts after.
+    await sleep(200)
+    const seen = down.calls.length
+    await sleep(1_500)
+    expect(down.calls.length).toBe(seen)
+    // Without the breaker, 10 rows retried every 100 ms would have made dozens of calls by now.
+    expect(seen).toBeLessThanOrEqual(4 + 2)
+    expect(await metric(node.url, "ankusa_breaker_trips_total")).toBe(1)
+    expect(node.child.stdout()).toContain("breaker opened")
+  })
+
+  it("an open breaker uses no attempts and probes once after openMs", { timeout: 60_000 }, async () => {
+    const down = await sink(500)
+    const up = await sink(204)
+    const OPEN_MS = 1_000
+    const node = await serve(configOf(down, up, { minCalls: 4, failureRatio: 0.7, windowMs: 10_000, openMs: OPEN_MS }))
+    for (let i = 0; i < 10; i++) expect((await post(node.url, "stuck", { i })).status).toBe(202)
+    await until("the breaker to open", async () => (await metric(node.url, OPEN)) === 1)
+    const opened = Date.now()
+    await sleep(150)
+    const before = down.calls.length
+    // The first probe comes after openMs; it fails, so the next opening is twice as long: one call in between.
+    await until("the probe", () => down.calls.length === before + 1, 5_000)
+    expect(Date.now() - opened).toBeGreaterThanOrEqual(OPEN_MS - 50)
+    await sleep(OPEN_MS + 500)
+    expect(down.calls.length).toBe(before + 1)
+    expect(await metric(node.url, "ankusa_breaker_trips_total")).toBe(2)
+    // No attempt was used while it was open: the rows are still queued (none dead), every call counted once.
+    const counters = (await (await fetch(`${node.url}/v1/tenants/stuck`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as Record<string, number>
+    expect(counters["dead"]).toBe(0)
+    expect(counters["pending"]! + counters["scheduled"]! + counters["inflight"]!).toBe(10)
+  })
+
+  it("a probe's 2xx closes the breaker and the backlog drains", { timeout: 60_000 }, async () => {
+    const down = await sink(500)
+    const up = await sink(204)
+    const node = await serve(configOf(down, up, { minCalls: 4, failureRatio: 0.7, windowMs: 10_000, openMs: 800 }))
+    for (let i = 0; i < 30; i++) expect((await post(node.url, "stuck", { i })).status).toBe(202)
+    await until("the breaker to open", async () => (await metric(node.url, OPEN)) === 1)
+    down.status = 204
+    await until("the breaker to close", async () => (await metric(node.url, OPEN)) === 0, 10_000)
+    await until("the backlog delivered", () => new Set(down.calls.filter((c) => c.at > 0).map((c) => JSON.parse(c.body).i)).size === 30, 20_000)
+    expect(node.child.stdout()).toContain("breaker closed")
+  })
+
+  it("a breaker on one destination does not slow another tenant's destinations", { timeout: 60_000 }, async () => {
+    const down = await sink(500)
+    const up = await sink(204)
+    const node = await serve(configOf(down, up, { minCalls: 4, failureRatio: 0.7, windowMs: 10_000, openMs: 500 }))
+    for (let i = 0; i < 200; i++) expect((await post(node.url, "stuck", { i })).status).toBe(202)
+    const delays: Array<number> = []
+    for (let i = 0; i < 20; i++) {
+      const sent = Date.now()
+      expect((await post(node.url, "quiet", { i })).status).toBe(202)
+      await until(`quiet hook ${i}`, () => up.calls.some((c) => JSON.parse(c.body).i === i))
+      delays.push(up.calls.find((c) => JSON.parse(c.body).i === i)!.at - sent)
+      await sleep(50)
+    }
+    // The stuck tenant's breaker opened, closed for probes and opened again meanwhile; quiet's calls went on.
+    expect(await metric(node.url, "ankusa_breaker_trips_total")).toBeGreaterThanOrEqual(1)
+    expect(Math.max(...delays)).toBeLessThan(1_000)
+  })
+})
