@@ -123,6 +123,8 @@ export const makeSinkCalls = (
     const unsafe = M.ssrfRefusedRecorder(context)
     const trips = M.breakerTripsRecorder(context)
     const breakerState = M.breakerStateRecorder(context)
+    // Every shared sink's breaker state is in the first scrape.
+    for (const s of sinks.values()) breakerState(s)
     const delay = M.delayRecorder(context)
 
     // Jobs handed over and not finished (queued or calling); `idle` is open at 0.
@@ -260,7 +262,11 @@ export const makeSinkCalls = (
       breakerState(sink)
     }
 
-    const reconfigure = (next: ReadonlyArray<DispatchSinkOptions>): void =>
+    const reconfigure = (next: ReadonlyArray<DispatchSinkOptions>): void => {
+      reconfigureSinks(next)
+      for (const s of sinks.values()) breakerState(s)
+    }
+    const reconfigureSinks = (next: ReadonlyArray<DispatchSinkOptions>): void =>
       registry.reconfigure(next, {
         pump,
         // Rows waiting for a removed sink go to the DLQ, where replay finds them once it is back.

@@ -95,6 +95,8 @@ export const startSink = (): Promise<Sink> =>
 export const nodeConfig = (name: string, sinkUrl: string, headers: Record<string, string> = {}) => ({
   http: { host: "127.0.0.1", demoSink: false },
   pipeline: { graceMs: 2_000 },
+  // The tests fail the sink on purpose; a breaker that opened would hold rows back 30 s (docs/delivery.md "Failing destinations").
+  breaker: { openMs: 500 },
   sources: [{ id: SOURCE, tenant: { header: TENANT_HEADER }, routes: [...SINKS, "tenant-endpoints"] }],
   sinks: SINKS.map((s) => ({ name: s, url: `${sinkUrl}/${s}`, headers: { "x-fleet-node": name, ...headers }, retry: RETRY })),
   endpoints: { allowNetworks: ["127.0.0.0/8"] },

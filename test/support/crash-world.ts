@@ -72,6 +72,8 @@ export const crashConfig = (sinks: Sinks) => ({
   })),
   pipeline: { tickMs: 20 },
   gauges: { intervalMs: 1_000 },
+  // The failing sinks must keep failing rows into retries and the DLQ: their breakers never open here.
+  breaker: { minCalls: 1_000_000 },
   http: { demoSink: false },
   log: { level: "info" }
 })
