@@ -4,43 +4,12 @@
  */
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type NodeChild, runAnkusa, servingAddress } from "./support/node-child.js"
+import { type RecordingSink as Sink, startRecordingSink } from "./support/record-sink.js"
 
 const TOKEN = "breaker-admin-token-0001"
-
-interface Sink {
-  readonly url: string
-  /** Each call: its path, hook body, and arrival time. */
-  readonly calls: Array<{ readonly path: string; readonly body: string; readonly at: number }>
-  status: number
-  readonly close: () => Promise<void>
-}
-
-const startSink = (): Promise<Sink> =>
-  new Promise((resolve) => {
-    const state = { status: 500 }
-    const calls: Sink["calls"] = []
-    const server: Server = createServer((req, res) => {
-      let body = ""
-      req.on("data", (c: Buffer) => (body += c.toString("utf8")))
-      req.on("end", () => {
-        calls.push({ path: req.url ?? "", body, at: Date.now() })
-        res.writeHead(state.status).end()
-      })
-    })
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo
-      resolve(Object.assign(state, {
-        url: `http://127.0.0.1:${port}`,
-        calls,
-        close: () => new Promise<void>((done) => (server.closeAllConnections(), server.close(() => done())))
-      }))
-    })
-  })
 
 const running: Array<{ readonly child: NodeChild; readonly dir: string }> = []
 const sinks: Array<Sink> = []
@@ -62,8 +31,7 @@ const serve = async (config: object) => {
   return { child, url: await servingAddress(child) }
 }
 const sink = async (status = 500) => {
-  const s = await startSink()
-  s.status = status
+  const s = await startRecordingSink(status)
   sinks.push(s)
   return s
 }
@@ -115,9 +83,9 @@ describe("breaker", () => {
     await until("the breaker to open", async () => (await metric(node.url, OPEN)) === 1)
     // Calls on the wire when it opened may still end; none starts after.
     await sleep(200)
-    const seen = down.calls.length
+    const seen = down.got.length
     await sleep(1_500)
-    expect(down.calls.length).toBe(seen)
+    expect(down.got.length).toBe(seen)
     // Without the breaker, 10 rows retried every 100 ms would have made dozens of calls by now.
     expect(seen).toBeLessThanOrEqual(4 + 2)
     expect(await metric(node.url, "ankusa_breaker_trips_total")).toBe(1)
@@ -133,12 +101,12 @@ describe("breaker", () => {
     await until("the breaker to open", async () => (await metric(node.url, OPEN)) === 1)
     const opened = Date.now()
     await sleep(150)
-    const before = down.calls.length
+    const before = down.got.length
     // The first probe comes after openMs; it fails, so the next opening is twice as long: one call in between.
-    await until("the probe", () => down.calls.length === before + 1, 5_000)
+    await until("the probe", () => down.got.length === before + 1, 5_000)
     expect(Date.now() - opened).toBeGreaterThanOrEqual(OPEN_MS - 50)
     await sleep(OPEN_MS + 500)
-    expect(down.calls.length).toBe(before + 1)
+    expect(down.got.length).toBe(before + 1)
     expect(await metric(node.url, "ankusa_breaker_trips_total")).toBe(2)
     // No attempt was used while it was open: the rows are still queued (none dead), every call counted once.
     const counters = (await (await fetch(`${node.url}/v1/tenants/stuck`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as Record<string, number>
@@ -154,7 +122,7 @@ describe("breaker", () => {
     await until("the breaker to open", async () => (await metric(node.url, OPEN)) === 1)
     down.status = 204
     await until("the breaker to close", async () => (await metric(node.url, OPEN)) === 0, 10_000)
-    await until("the backlog delivered", () => new Set(down.calls.filter((c) => c.at > 0).map((c) => JSON.parse(c.body).i)).size === 30, 20_000)
+    await until("the backlog delivered", () => new Set(down.got.filter((c) => c.at > 0).map((c) => JSON.parse(c.body).i)).size === 30, 20_000)
     expect(node.child.stdout()).toContain("breaker closed")
   })
 
@@ -167,8 +135,8 @@ describe("breaker", () => {
     for (let i = 0; i < 20; i++) {
       const sent = Date.now()
       expect((await post(node.url, "quiet", { i })).status).toBe(202)
-      await until(`quiet hook ${i}`, () => up.calls.some((c) => JSON.parse(c.body).i === i))
-      delays.push(up.calls.find((c) => JSON.parse(c.body).i === i)!.at - sent)
+      await until(`quiet hook ${i}`, () => up.got.some((c) => JSON.parse(c.body).i === i))
+      delays.push(up.got.find((c) => JSON.parse(c.body).i === i)!.at - sent)
       await sleep(50)
     }
     // The stuck tenant's breaker opened, closed for probes and opened again meanwhile; quiet's calls went on.

@@ -5,65 +5,14 @@
  */
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
-import { createServer, type IncomingHttpHeaders, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Signature from "../src/domain/signature.js"
 import { type NodeChild, runAnkusa, servingAddress } from "./support/node-child.js"
+import { type Got, type RecordingSink as Sink, startRecordingSink as startSink } from "./support/record-sink.js"
 
 const TOKEN = "endpoint-admin-token-0001"
 const ACME_TOKEN = "endpoint-acme-token-0002"
-
-interface Got {
-  readonly path: string
-  readonly headers: IncomingHttpHeaders
-  readonly body: string
-}
-
-interface Sink {
-  readonly url: string
-  readonly got: Array<Got>
-  status: number
-  /** Connections open now, and the most at once. */
-  readonly sockets: { open: number; max: number }
-  readonly close: () => Promise<void>
-}
-
-const startSink = (): Promise<Sink> =>
-  new Promise((resolve) => {
-    const got: Array<Got> = []
-    const sockets = { open: 0, max: 0 }
-    const state: { status: number } = { status: 204 }
-    const server: Server = createServer((req, res) => {
-      let body = ""
-      req.on("data", (c: Buffer) => (body += c.toString("utf8")))
-      req.on("end", () => {
-        got.push({ path: req.url ?? "", headers: req.headers, body })
-        res.writeHead(state.status).end()
-      })
-    })
-    server.on("connection", (s) => {
-      sockets.open++
-      sockets.max = Math.max(sockets.max, sockets.open)
-      s.on("close", () => sockets.open--)
-    })
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo
-      resolve(
-        Object.assign(state, {
-          url: `http://127.0.0.1:${port}`,
-          got,
-          sockets,
-          close: () =>
-            new Promise<void>((done) => {
-              server.closeAllConnections()
-              server.close(() => done())
-            })
-        })
-      )
-    })
-  })
 
 interface Node {
   url: string

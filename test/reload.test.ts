@@ -5,59 +5,17 @@
  */
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
-import { createServer, type IncomingHttpHeaders, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { merge } from "../src/config/live.js"
 import { decode } from "../src/domain/config.js"
 import * as Signature from "../src/domain/signature.js"
+import { type Got, type RecordingSink as Sink, startRecordingSink as startSink } from "./support/record-sink.js"
 import { type ServeChild, startServeChild } from "./support/serve-child.js"
 
 const TOKEN = "reload-admin-token-0001"
 const OTHER = "reload-other-token-0002"
 const SECRET_A = "whsec_" + Buffer.from("secret-a-0123456789abcdef").toString("base64")
 const SECRET_B = "whsec_" + Buffer.from("secret-b-0123456789abcdef").toString("base64")
-
-interface Got {
-  readonly path: string
-  readonly headers: IncomingHttpHeaders
-  readonly body: string
-}
-
-interface Sink {
-  readonly url: string
-  readonly got: Array<Got>
-  status: number
-  readonly close: () => Promise<void>
-}
-
-const startSink = (): Promise<Sink> =>
-  new Promise((resolve) => {
-    const got: Array<Got> = []
-    const sink: { status: number } = { status: 204 }
-    const server: Server = createServer((req, res) => {
-      let body = ""
-      req.on("data", (c: Buffer) => (body += c.toString("utf8")))
-      req.on("end", () => {
-        got.push({ path: req.url ?? "", headers: req.headers, body })
-        res.writeHead(sink.status).end()
-      })
-    })
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo
-      resolve(
-        Object.assign(sink, {
-          url: `http://127.0.0.1:${port}`,
-          got,
-          close: () =>
-            new Promise<void>((done) => {
-              server.closeAllConnections()
-              server.close(() => done())
-            })
-        })
-      )
-    })
-  })
 
 const children: Array<ServeChild> = []
 const sinks: Array<Sink> = []
