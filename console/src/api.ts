@@ -57,6 +57,8 @@ export interface Attempt {
   readonly latencyMs: number
   readonly outcome: "delivered" | "failed"
   readonly error: string | null
+  /** A non-2xx answer's first 4 KiB of body. */
+  readonly body: string | null
 }
 
 export interface Counters {

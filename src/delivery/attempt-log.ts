@@ -21,6 +21,8 @@ export interface AttemptEntry {
   readonly outcome: "delivered" | "failed"
   /** `timeout`, `transport` or the client's reason; null for an answer. */
   readonly error: string | null
+  /** A non-2xx answer's first bytes of body (at most EXCERPT_BYTES, 4 KiB); null otherwise. */
+  readonly body: string | null
 }
 
 export interface AttemptLogShape {

@@ -305,7 +305,7 @@ export const makeSinkCalls = (
           const ok = a.status >= 200 && a.status < 300
           breakerOutcome(sink, job, ok, a.endedAt)
           if (attempts._tag === "Some") {
-            attempts.value.record(job.name, { at: a.endedAt, hookId: job.env.id, status: a.status, latencyMs: a.durationMs, outcome: ok ? "delivered" : "failed", error: a.error ?? null })
+            attempts.value.record(job.name, { at: a.endedAt, hookId: job.env.id, status: a.status, latencyMs: a.durationMs, outcome: ok ? "delivered" : "failed", error: a.error ?? null, body: ok ? null : (a.body ?? null) })
           }
           // A 429 slows this sink (every tenant's calls to it), not the tenant's other sinks.
           // The pause is capped by `maxPauseMs`: one tenant's 429 cannot stop the sink for everyone for long

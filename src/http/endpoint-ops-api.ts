@@ -39,7 +39,9 @@ export const AttemptView = Schema.Struct({
   status: Count,
   latencyMs: Schema.Number,
   outcome: Schema.Literals(["delivered", "failed"]),
-  error: Schema.NullOr(Schema.String)
+  error: Schema.NullOr(Schema.String),
+  /** A non-2xx answer's first 4 KiB of body. */
+  body: Schema.NullOr(Schema.String)
 }).annotate({ identifier: "EndpointAttempt" })
 
 export class EndpointOpsApi extends HttpApiGroup.make("endpointOps")

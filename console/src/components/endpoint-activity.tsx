@@ -85,7 +85,9 @@ export const Activity = ({ tenant, endpoint }: { readonly tenant: string; readon
                   <td class="num" data-col="status">{statusText(a.status)}</td>
                   <td class="num">{F.duration(a.latencyMs / 1000)}</td>
                   <td data-col="outcome">{a.outcome}</td>
-                  <td data-col="error">{a.error ?? "–"}</td>
+                  <td data-col="error" title={a.body ?? undefined}>
+                    {a.error ?? (a.body === null ? "–" : a.body.slice(0, 80))}
+                  </td>
                   <td>
                     <a class="mono" href={href(["dead", a.hookId])}>{a.hookId}</a>
                   </td>
