@@ -20,8 +20,9 @@
  * and `pipeline.tickMs` 60 s: the pipeline holds one claimed row (its call times out after 10 s,
  * the sinks' `timeoutMs` set to the endpoints' ENDPOINT_TIMEOUT_MS, then it is retried) and
  * claims nothing more, so neither figure holds delivery work beyond the Writer's wake of the
- * tick, which both pay alike. The delivery rows each hook leaves (pending + scheduled + inflight
- * + dead over accepted hooks, once the 15 s gauge tick has caught up) are checked: 2 in both.
+ * tick, which both pay alike. The delivery rows each hook leaves (every tenant's pending +
+ * scheduled + inflight + dead, read from `GET /v1/tenants/:tenant`, over the hooks accepted)
+ * are checked: 2 in both.
  *
  * Pass: the endpoints' CPU a hook <= MAX_CPU_RATIO x the shared sinks', every answer a 202,
  * and both fan out to 2 rows a hook.
@@ -29,8 +30,8 @@
  */
 import { queueHooks } from "./lib/hook-senders.js"
 import { type LoadResult, rawPost, runLoad } from "./lib/load.js"
-import { cpuOf, tempDir } from "./lib/proc.js"
-import { arg, finish, fmt, int, log, machine, main, quick, table } from "./lib/report.js"
+import { cpuOf, namedThreadsCpuMs, tempDir } from "./lib/proc.js"
+import { arg, finish, fmt, int, log, machine, main, mib, quick, table } from "./lib/report.js"
 import { metricValue, type ServeChild, startServe } from "./lib/serve-child.js"
 import { startTarget } from "./lib/target-server.js"
 
@@ -109,13 +110,28 @@ const writerTotals = (text: string) => ({
   requests: metricValue(text, "ankusa_writer_batch_requests_sum") ?? 0
 })
 
+/** The server's threads by what they are (/proc comm): the event loop, the commit worker, RocksDB's flushes and compactions, the rest (V8's helpers, libuv). */
+type Split = Record<"main" | "worker" | "rocksdb" | "other", number>
+
+const splitOf = (pid: number): Split => {
+  const out: Split = { main: 0, worker: 0, rocksdb: 0, other: 0 }
+  for (const [tid, t] of namedThreadsCpuMs(pid)) {
+    out[tid === String(pid) ? "main" : t.name === "WorkerThread" ? "worker" : t.name.startsWith("rocksdb") ? "rocksdb" : "other"] += t.ms
+  }
+  return out
+}
+
 interface Run {
   readonly kind: Kind
   readonly pair: number
   readonly load: LoadResult
   /** The server's CPU ms over the measured seconds: every thread, the main thread. */
   readonly cpu: { readonly all: number; readonly main: number }
+  /** The same by thread (threads that ended during the run are missing from it). */
+  readonly threads: Split
   readonly hooksPerCommit: number
+  /** The V8 heap in use at the run's end (`ankusa_process_heap_bytes{kind="used"}`, read every 5 s). */
+  readonly heapUsed: number
 }
 
 /** One measured run: the load, and the server's CPU over its measured seconds alone. */
@@ -130,40 +146,49 @@ const measure = async (kind: Kind, pair: number, server: ServeChild): Promise<Ru
   })
   // Set after runLoad's own warm-up timer, with the same delay: it fires just after the measuring starts.
   let before: { readonly all: number; readonly main: number } | undefined
-  const timer = setTimeout(() => (before = cpuOf(server.pid)), WARMUP_SECONDS * 1000)
+  let threadsBefore: Split | undefined
+  const timer = setTimeout(() => {
+    before = cpuOf(server.pid)
+    threadsBefore = splitOf(server.pid)
+  }, WARMUP_SECONDS * 1000)
   const load = await loading
   const after = cpuOf(server.pid)
+  const threadsAfter = splitOf(server.pid)
   clearTimeout(timer)
-  if (before === undefined) throw new Error("the measured seconds began before the CPU was read")
-  const w1 = writerTotals(await metrics(server))
+  if (before === undefined || threadsBefore === undefined) throw new Error("the measured seconds began before the CPU was read")
+  const t0 = threadsBefore
+  const m1 = await metrics(server)
+  const w1 = writerTotals(m1)
   return {
     kind,
     pair,
     load,
     cpu: { all: after.all - before.all, main: after.main - before.main },
-    hooksPerCommit: (w1.requests - w0.requests) / Math.max(1, w1.commits - w0.commits)
+    threads: {
+      main: threadsAfter.main - t0.main,
+      worker: threadsAfter.worker - t0.worker,
+      rocksdb: threadsAfter.rocksdb - t0.rocksdb,
+      other: threadsAfter.other - t0.other
+    },
+    hooksPerCommit: (w1.requests - w0.requests) / Math.max(1, w1.commits - w0.commits),
+    heapUsed: metricValue(m1, 'ankusa_process_heap_bytes{kind="used"}') ?? NaN
   }
 }
 
-/** The gauge tick's period (`gauges.intervalMs`' default): the queue gauges lag the commits by up to this. */
-const GAUGE_TICK_MS = 15_000
-
-/** Delivery rows that exist and hooks accepted, once the gauge tick has caught up (2 rows a hook: both fan out to two). */
+/** Delivery rows that exist (every tenant's pending + scheduled + inflight + dead, `GET /v1/tenants/:tenant`, exact) and hooks accepted. */
 const rowsPerHook = async (server: ServeChild): Promise<{ readonly rows: number; readonly accepted: number }> => {
-  const read = async () => {
-    const text = await metrics(server)
-    const g = (name: string) => metricValue(text, name) ?? 0
-    return {
-      rows: g("ankusa_queue_pending") + g("ankusa_queue_scheduled") + g("ankusa_queue_inflight") + g("ankusa_queue_dead"),
-      accepted: g('ankusa_ingest_requests_total{outcome="accepted"}')
+  let rows = 0
+  let next = 0
+  const worker = async () => {
+    for (let i = next++; i < TENANTS; i = next++) {
+      const r = await fetch(`${server.url}/v1/tenants/${tenant(i)}`, { headers: { authorization: `Bearer ${TOKEN}` } })
+      const t = (await r.json()) as { pending: number; scheduled: number; inflight: number; dead: number }
+      if (r.status !== 200) throw new Error(`GET /v1/tenants/${tenant(i)}: ${r.status} ${JSON.stringify(t)}`)
+      rows += t.pending + t.scheduled + t.inflight + t.dead
     }
   }
-  let last = await read()
-  for (const end = performance.now() + GAUGE_TICK_MS + 5_000; last.rows < 2 * last.accepted && performance.now() < end; ) {
-    await new Promise((r) => setTimeout(r, 500))
-    last = await read()
-  }
-  return last
+  await Promise.all(Array.from({ length: SETUP_CONCURRENCY }, worker))
+  return { rows, accepted: metricValue(await metrics(server), 'ankusa_ingest_requests_total{outcome="accepted"}') ?? 0 }
 }
 
 main("endpoint-fanout", async () => {
@@ -198,6 +223,7 @@ main("endpoint-fanout", async () => {
     }
     const [rowsOfEndpoints, rowsOfSinks] = await Promise.all([rowsPerHook(nodes.endpoints), rowsPerHook(nodes.sinks)])
     const fanout = { endpoints: rowsOfEndpoints, sinks: rowsOfSinks }
+    const parkedCalls = (await parked.stats()).requests
 
     const perHook = (ms: number, hooks: number) => (ms * 1000) / Math.max(1, hooks)
     console.log(
@@ -205,7 +231,7 @@ main("endpoint-fanout", async () => {
         `${PAIRS} pairs of ${WARMUP_SECONDS} s warm-up + ${SECONDS} s measured; CPU over the measured seconds`
     )
     table(
-      ["pair", "route", "hooks/s", "p50 ms", "p99 ms", "hooks/commit", "CPU/hook: all", "main thread", "answers"],
+      ["pair", "route", "hooks/s", "p50 ms", "p99 ms", "hooks/commit", "CPU/hook: all", "main thread", "commit worker, rocksdb, other", "heap used", "answers"],
       runs.map((r) => [
         String(r.pair),
         r.kind === "endpoints" ? "tenant-endpoints (2 endpoints)" : "sinks a, b",
@@ -215,6 +241,8 @@ main("endpoint-fanout", async () => {
         fmt(r.hooksPerCommit, 1),
         `${int(perHook(r.cpu.all, r.load.answered))} µs`,
         `${int(perHook(r.cpu.main, r.load.answered))} µs`,
+        [r.threads.worker, r.threads.rocksdb, r.threads.other].map((ms) => fmt(perHook(ms, r.load.answered), 1)).join(", ") + " µs",
+        mib(r.heapUsed),
         Object.entries(r.load.statuses)
           .map(([s, n]) => `${s}:${int(n)}`)
           .join(" ") + (r.load.errors > 0 ? ` errors:${r.load.errors}` : "")
@@ -227,6 +255,7 @@ main("endpoint-fanout", async () => {
         hooks,
         all: perHook(of.reduce((n, r) => n + r.cpu.all, 0), hooks),
         main: perHook(of.reduce((n, r) => n + r.cpu.main, 0), hooks),
+        others: (["worker", "rocksdb", "other"] as const).map((k) => fmt(perHook(of.reduce((n, r) => n + r.threads[k], 0), hooks), 1)).join(", "),
         rate: hooks / of.reduce((n, r) => n + r.load.seconds, 0)
       }
     }
@@ -240,11 +269,12 @@ main("endpoint-fanout", async () => {
     const rowsE = fanout.endpoints.rows / Math.max(1, fanout.endpoints.accepted)
     const rowsS = fanout.sinks.rows / Math.max(1, fanout.sinks.accepted)
     console.log(
-      `\nRule inputs: endpoints ${fmt(e.all, 1)} µs CPU a hook (main thread ${fmt(e.main, 1)}) over ${int(e.hooks)} hooks, ` +
-        `shared sinks ${fmt(s.all, 1)} µs (main thread ${fmt(s.main, 1)}) over ${int(s.hooks)} hooks: ratio ${fmt(ratio, 3)} (rule <= ${MAX_CPU_RATIO}); ` +
+      `\nRule inputs: endpoints ${fmt(e.all, 1)} µs CPU a hook (main thread ${fmt(e.main, 1)}; commit worker, rocksdb, other ${e.others}) over ${int(e.hooks)} hooks, ` +
+        `shared sinks ${fmt(s.all, 1)} µs (main thread ${fmt(s.main, 1)}; ${s.others}) over ${int(s.hooks)} hooks: ratio ${fmt(ratio, 3)} (rule <= ${MAX_CPU_RATIO}); ` +
         `pair by pair ${pairRatios.map((x) => fmt(x, 3)).join(", ")}. ` +
         `Delivery rows a hook: endpoints ${fmt(rowsE, 3)} (${int(fanout.endpoints.rows)} rows, ${int(fanout.endpoints.accepted)} hooks), ` +
-        `sinks ${fmt(rowsS, 3)} (${int(fanout.sinks.rows)}, ${int(fanout.sinks.accepted)}).`
+        `sinks ${fmt(rowsS, 3)} (${int(fanout.sinks.rows)}, ${int(fanout.sinks.accepted)}). ` +
+        `Calls the parked server got from both nodes: ${int(parkedCalls)}.`
     )
     const all202 = runs.every((r) => r.load.errors === 0 && Object.keys(r.load.statuses).every((k) => k === "202"))
     const fansOut = Math.abs(rowsE - 2) < 0.01 && Math.abs(rowsS - 2) < 0.01

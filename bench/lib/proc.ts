@@ -53,13 +53,13 @@ export const mainThreadCpuMs = (): number => {
 /** CPU ms of each thread of this process so far, by thread id; empty off Linux. */
 export const threadsCpuMs = (): Map<string, number> => new Map([...namedThreadsCpuMs()].map(([tid, t]) => [tid, t.ms]))
 
-/** Each thread's name (/proc `comm`: "WorkerThread", "rocksdb:low", "V8Worker", ...) and CPU ms so far, by thread id; empty off Linux. */
-export const namedThreadsCpuMs = (): Map<string, { readonly name: string; readonly ms: number }> => {
+/** Each thread's name (/proc `comm`: "WorkerThread", "rocksdb:low", "V8Worker", ...) and CPU ms so far, by thread id, of this process or `pid`; empty off Linux. */
+export const namedThreadsCpuMs = (pid: number | "self" = "self"): Map<string, { readonly name: string; readonly ms: number }> => {
   const out = new Map<string, { readonly name: string; readonly ms: number }>()
-  if (!existsSync("/proc/self/task")) return out
-  for (const tid of readdirSync("/proc/self/task")) {
+  if (!existsSync(`/proc/${pid}/task`)) return out
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
-      out.set(tid, { name: readFileSync(`/proc/self/task/${tid}/comm`, "utf8").trim(), ms: statCpuMs(`/proc/self/task/${tid}/stat`) })
+      out.set(tid, { name: readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim(), ms: statCpuMs(`/proc/${pid}/task/${tid}/stat`) })
     } catch {
       // the thread ended between the listing and the read
     }
