@@ -352,3 +352,88 @@ describe("secret rotation", () => {
     expect([verifies(s.got[2]!, SECRET_A), verifies(s.got[2]!, SECRET_B)]).toEqual([false, true])
   })
 })
+
+describe("failing endpoints and operational events", () => {
+  const OPS_SECRET = "whsec_" + Buffer.from("operations-secret-0123456789").toString("base64")
+  const eventsAt = (s: Sink) => s.got.filter((g) => g.path === "/ops").map((g) => ({ g, e: JSON.parse(g.body) as Record<string, string | null> }))
+
+  it("an endpoint failing past disableAfterMs is disabled with an audit row and an operational event", { timeout: 60_000 }, async () => {
+    const s = await sink()
+    const down = await sink()
+    down.status = 500
+    const node = await serve(
+      configOf({
+        sinks: [{ name: "ops", url: `${s.url}/ops`, secret: OPS_SECRET }],
+        operations: { sink: "ops" },
+        endpoints: { allowNetworks: ["127.0.0.0/8"], disableAfterMs: 1_000 },
+        // Its breaker stays closed here: this is the disable rule alone.
+        breaker: { minCalls: 1_000_000 }
+      })
+    )
+    const { id } = await createEndpoint(node, "acme", { url: `${down.url}/failing` })
+    // A hook every 300 ms: each first attempt fails at once; past a second of failures it is disabled.
+    await until(
+      "the endpoint disabled",
+      async () => {
+        await hook(node, "acme", { at: Date.now() })
+        await new Promise((r) => setTimeout(r, 300))
+        return (await api(node, "GET", `/v1/tenants/acme/endpoints/${id}`)).body.disabled === true
+      },
+      20_000
+    )
+    const e = (await api(node, "GET", `/v1/tenants/acme/endpoints/${id}`)).body
+    expect(e.disabledReason).toMatch(/^failing without a success since /)
+    const audit = (await api(node, "GET", "/v1/audit?tenant=acme")).body.items as Array<{ actor: string; action: string; params: { id: string } }>
+    expect(audit.some((a) => a.actor === "system" && a.action === "endpoint.update" && a.params.id === id)).toBe(true)
+    await until("the operational event", () => eventsAt(s).some(({ e }) => e["type"] === "endpoint.disabled"))
+    const event = eventsAt(s).find(({ e }) => e["type"] === "endpoint.disabled")!.e
+    expect(event).toMatchObject({ tenant: "acme", destination: `endpoint:${id}` })
+    expect(event["reason"]).toMatch(/^failing without a success since /)
+    // No new hook goes to it now.
+    const calls = down.got.length
+    expect((await hook(node, "acme", { after: true })).status).toBe(202)
+    await new Promise((r) => setTimeout(r, 300))
+    expect(down.got.length).toBe(calls)
+  })
+
+  it("operational events reach the operations sink signed, and survive a restart", { timeout: 90_000 }, async () => {
+    const ops = await sink()
+    ops.status = 503
+    const down = await sink()
+    down.status = 500
+    const node = await serve(
+      configOf({
+        sources: [{ id: "shop", tenant: { header: "x-tenant" }, routes: ["down"] }],
+        sinks: [
+          { name: "ops", url: `${ops.url}/ops`, secret: OPS_SECRET, retry: { delaysMs: Array.from({ length: 30 }, () => 300), jitter: 0 } },
+          { name: "down", url: `${down.url}/down`, retry: { delaysMs: Array.from({ length: 30 }, () => 100), jitter: 0 } }
+        ],
+        operations: { sink: "ops" },
+        breaker: { minCalls: 4, openMs: 60_000 }
+      })
+    )
+    for (let i = 0; i < 8; i++) expect((await hook(node, "acme", { i })).status).toBe(202)
+    // The breaker of `down` opens: its event is acknowledged, then the operations sink refuses it once.
+    await until("the event's first attempt", () => eventsAt(ops).length >= 1)
+    const first = eventsAt(ops)[0]!
+    await restart(node)
+    const restarted = Date.now()
+    ops.status = 204
+    // The event acknowledged before the restart is delivered after it (the same webhook-id).
+    await until(
+      "the first event delivered after the restart",
+      () => eventsAt(ops).some(({ g }) => g.at > restarted && g.headers["webhook-id"] === first.g.headers["webhook-id"]),
+      30_000
+    )
+    const { g, e } = eventsAt(ops).find(({ g }) => g.at > restarted && g.headers["webhook-id"] === first.g.headers["webhook-id"])!
+    expect(e).toMatchObject({ type: "sink.breaker_opened", tenant: null, destination: "down" })
+    expect(typeof e["at"]).toBe("string")
+    const v = Signature.verify({
+      header: (n) => (g.headers[n] === undefined ? undefined : String(g.headers[n])),
+      body: g.body,
+      keys: [Signature.parseSecret(OPS_SECRET)!],
+      now: Date.now()
+    })
+    expect(v._tag).toBe("Valid")
+  })
+})

@@ -24,7 +24,8 @@ export const LIVE_KEYS: ReadonlyArray<string> = [
   "config.watch",
   "endpoints",
   "portal",
-  "breaker"
+  "breaker",
+  "operations"
 ]
 
 /** How often `config.watch` looks at the file's identity and mtime. */

@@ -21,6 +21,9 @@ import type { Outcomes } from "./outcomes.js"
 import type { DispatchSinkOptions, PipelineOptions, PipelineState } from "./options.js"
 import { hold, makeAdmission, park, started } from "./sink-places.js"
 import { type BreakerSettings, record } from "./breaker.js"
+import { tenantOf } from "../domain/envelope.js"
+import { endpointIdOf } from "../domain/fanout.js"
+import type { Operations } from "./operations.js"
 import type { DueEntry, QueueShape } from "../queue/queue.js"
 import type { Fair } from "./fair.js"
 import { DEFAULT_429_PAUSE_MS } from "./sink-pace.js"
@@ -91,6 +94,10 @@ export const makeSinkCalls = (
     readonly settings: DestinationDeps["settings"]
     readonly breaker: () => BreakerSettings
     readonly wake: Effect.Effect<void>
+    readonly operations: Operations
+    /** Disable a tenant's endpoint, as the system (an audited endpoint change); after `disableAfterMs()` of failures. */
+    readonly disable: ((ord: number, tenant: string, id: string, reason: string) => Effect.Effect<void, unknown>) | undefined
+    readonly disableAfterMs: () => number
   }
 ) =>
   Effect.gen(function* () {
@@ -250,16 +257,41 @@ export const makeSinkCalls = (
      */
     const breakerOutcome = (sink: Sink, job: Job, ok: boolean, at: number): void => {
       const was = sink.breaker.state
+      const endpoint = endpointIdOf(job.name)
+      const event = (what: "breaker_opened" | "breaker_closed", reason: string) =>
+        runFiber(deps.operations.emit({ type: `${endpoint === undefined ? "sink" : "endpoint"}.${what}`, tenant: endpoint === undefined ? null : tenantOf(job.env), destination: job.name, reason, at }))
+      if (endpoint !== undefined) failingFor(sink, job, endpoint, ok, at)
       if (record(sink.breaker, deps.breaker(), ok, at)) {
         trips()
+        event("breaker_opened", `failures past breaker.failureRatio; open until ${new Date(sink.breaker.openUntil).toISOString()}`)
         runFiber(Effect.logWarning("pipeline: breaker opened", { sink: job.name, until: new Date(sink.breaker.openUntil).toISOString(), trips: sink.breaker.trips }))
         for (let w = sink.waiting.shift(); w !== undefined; w = sink.waiting.shift()) {
           hold(sink.places, w.claimed.ref.ord, -1)
           park(sink.places, w.claimed.ref.ord, w.claimed.entry.ref.at)
           runFiber(guarded(w.claimed, giveBack(w.claimed)))
         }
-      } else if (was !== "closed" && sink.breaker.state === "closed") runFiber(Effect.logInfo("pipeline: breaker closed", { sink: job.name }))
+      } else if (was !== "closed" && sink.breaker.state === "closed") {
+        runFiber(Effect.logInfo("pipeline: breaker closed", { sink: job.name }))
+        event("breaker_closed", "a probe was answered 2xx")
+      }
       breakerState(sink)
+    }
+
+    /** A tenant endpoint failing without a single success for `endpoints.disableAfterMs` is disabled (docs/delivery.md). */
+    const failingFor = (sink: Sink, job: Job, id: string, ok: boolean, at: number): void => {
+      const f = sink.failing
+      if (ok) f.since = undefined
+      else f.since ??= at
+      if (f.since === undefined || f.disabling || deps.disable === undefined || at - f.since < deps.disableAfterMs()) return
+      f.disabling = true
+      const tenant = tenantOf(job.env)
+      const reason = `failing without a success since ${new Date(f.since).toISOString()}`
+      runFiber(
+        deps.disable(job.claimed.ref.ord, tenant, id, reason).pipe(
+          Effect.andThen(deps.operations.emit({ type: "endpoint.disabled", tenant, destination: job.name, reason, at })),
+          Effect.catchCause((cause) => Effect.logWarning("pipeline: endpoint not disabled", { sink: job.name, cause: String(cause) }))
+        )
+      )
     }
 
     const reconfigure = (next: ReadonlyArray<DispatchSinkOptions>): void => {

@@ -50,6 +50,8 @@ export interface Sink {
   readonly places: Places
   /** Its circuit breaker (breaker.ts); a reload or an endpoint change keeps it. */
   readonly breaker: Breaker
+  /** A tenant endpoint's first failure since its last success (memory only), and whether it is being disabled. */
+  failing: { since: number | undefined; disabling: boolean }
   readonly maxPauseMs: number
   readonly latency: (seconds: number) => void
   /** Its rate limit and 429 pause, shared by every tenant routed to it. */
@@ -112,6 +114,7 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
       running: 0,
       places: makePlaces(s.concurrency, maxWaitingOf(s)),
       breaker: inherited ?? makeBreaker(deps.breaker()),
+      failing: { since: undefined, disabling: false },
       maxPauseMs: s.maxPauseMs ?? DEFAULT_MAX_PAUSE_MS,
       latency: M.latencyRecorder(label, context),
       pace: makeSinkPace(s.ratePerSec ?? 0),

@@ -13,8 +13,12 @@
  * recovery (`Queue.recoverInflight`) returns to due. The worst a crash does is
  * deliver a row again (at-least-once; receivers dedupe by `webhook-id`).
  */
-import { Cause, Context, Duration, Effect, Fiber, Layer, Metric, Semaphore } from "effect"
-import { LiveConfig } from "../config/live.js"
+import { Cause, Context, Duration, Effect, Fiber, Layer, Metric, type Option, Semaphore } from "effect"
+import { LiveConfig, type LiveConfigShape } from "../config/live.js"
+import { Audit } from "../lifecycle/audit.js"
+import { type EndpointsShape } from "../queue/endpoints.js"
+import { Writer } from "../queue/writer.js"
+import { makeOperations } from "./operations.js"
 import { MAX_POOLS_DEFAULT } from "../domain/config-endpoints.js"
 import { DEFAULT_BREAKER } from "./breaker.js"
 import { Endpoints } from "../queue/endpoints.js"
@@ -62,6 +66,30 @@ export interface PipelineShape {
 
 export class Pipeline extends Context.Service<Pipeline, PipelineShape>()("ankusa/Pipeline") {}
 
+/**
+ * What the pipeline does as the system: operational events through the Writer (to
+ * `operations.sink`), and disabling a failing endpoint as an audited endpoint change. Both need a
+ * node's live configuration and services (serve); without them, nothing is sent or disabled.
+ */
+const systemParts = (live: Option.Option<LiveConfigShape>, endpoints: Option.Option<EndpointsShape>) =>
+  Effect.gen(function* () {
+    const writer = yield* Effect.serviceOption(Writer)
+    const audit = yield* Effect.serviceOption(Audit)
+    const operations = makeOperations({
+      sink: () => (live._tag === "Some" ? live.value.get().config.operations.sink : undefined),
+      submit: writer._tag === "Some" ? writer.value.submit : undefined
+    })
+    const disable =
+      endpoints._tag === "Some" && audit._tag === "Some"
+        ? (ord: number, tenant: string, id: string, reason: string) =>
+            endpoints.value.update(ord, id, { disabled: true, disabledReason: reason }, (e) =>
+              audit.value.stage({ actor: "system", tenants: [tenant], action: "endpoint.update", params: { id: e.id, fields: ["disabled", "disabledReason"], reason } })
+            )
+        : undefined
+    const disableAfterMs = () => (live._tag === "Some" ? live.value.get().config.endpoints.disableAfterMs : 5 * 24 * 3_600_000)
+    return { operations, disable, disableAfterMs }
+  })
+
 export const make = (input: Input) =>
   Effect.gen(function* () {
     const o = yield* resolve(input)
@@ -91,7 +119,8 @@ export const make = (input: Input) =>
       endpoints: endpoints._tag === "Some" ? endpoints.value : undefined,
       settings,
       breaker: live._tag === "Some" ? () => live.value.get().config.breaker : () => input.breaker ?? DEFAULT_BREAKER,
-      wake
+      wake,
+      ...(yield* systemParts(live, endpoints))
     })
     // A reload swaps the sinks between two ticks' routing (docs/configuration.md "Reloading").
     if (live._tag === "Some" && input.sinksOf !== undefined) {

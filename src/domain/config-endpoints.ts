@@ -38,7 +38,14 @@ export const EndpointsSettings = Schema.Struct({
   /** Endpoint connection pools open at once at most; the least recently used idle one closes for a new one. */
   maxPools: withDefault(int(1, MAX_POOLS_LIMIT), () => MAX_POOLS_DEFAULT),
   /** How long a rotated-out secret (an endpoint's, or a sink's changed by reload) still signs beside the new one. */
-  rotationOverlapMs: withDefault(int(0, 30 * 24 * 3_600_000), () => 24 * 3_600_000)
+  rotationOverlapMs: withDefault(int(0, 30 * 24 * 3_600_000), () => 24 * 3_600_000),
+  /** An endpoint that has failed without a single success for this long is disabled (memory only: a restart starts over). */
+  disableAfterMs: withDefault(int(1_000, 365 * 24 * 3_600_000), () => 5 * 24 * 3_600_000)
+})
+
+/** `operations.*`: the gateway's own events (docs/api.md "Operational events"), delivered as hooks to a configured sink. */
+export const OperationsSettings = Schema.Struct({
+  sink: Schema.optional(Schema.String)
 })
 
 /** `breaker.*` (docs/delivery.md "Failing destinations"): every destination's circuit breaker. */

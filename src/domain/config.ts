@@ -6,7 +6,7 @@
  */
 import { Schema, SchemaTransformation } from "effect"
 import { Admin, Archive, AuditSettings, Dlq, QuarantineSettings } from "./config-lifecycle.js"
-import { BreakerSettings, EndpointsSettings, PortalSettings } from "./config-endpoints.js"
+import { BreakerSettings, EndpointsSettings, OperationsSettings, PortalSettings } from "./config-endpoints.js"
 import * as Endpoints from "./endpoints.js"
 import * as Limits from "./limits.js"
 import * as RetryPolicy from "./retry-policy.js"
@@ -15,9 +15,7 @@ import { int, withDefault } from "./schema-parts.js"
 import { DEFAULT_TOLERANCE_SECONDS, parseSecret } from "./signature.js"
 import { DEFAULT_MAX_TENANTS, MAX_TENANTS_LIMIT, validTenantId } from "./tenants.js"
 
-// ---------------------------------------------------------------------------
 // Building blocks
-
 const MiB = 1024 * 1024
 
 const Name = Schema.String.check(
@@ -279,7 +277,8 @@ const Fields = Schema.Struct({
   config: withDefault(Reload, () => Schema.decodeSync(Reload)({})),
   endpoints: withDefault(EndpointsSettings, () => Schema.decodeSync(EndpointsSettings)({})),
   portal: withDefault(PortalSettings, () => Schema.decodeSync(PortalSettings)({})),
-  breaker: withDefault(BreakerSettings, () => Schema.decodeSync(BreakerSettings)({}))
+  breaker: withDefault(BreakerSettings, () => Schema.decodeSync(BreakerSettings)({})),
+  operations: withDefault(OperationsSettings, () => Schema.decodeSync(OperationsSettings)({}))
 })
 
 const duplicates = <A>(
@@ -325,6 +324,7 @@ export const Config = Fields.check(
         if (s.url === SELF + DEMO_SINK_PATH) issues.push({ path: ["sinks", i, "url"], issue: "the demo sink is off (http.demoSink: false)" })
       })
     }
+    if (c.operations.sink !== undefined && !sinkNames.has(c.operations.sink)) issues.push({ path: ["operations", "sink"], issue: `no sink named ${JSON.stringify(c.operations.sink)}` })
     if (c.http.headersTimeoutMs > c.http.requestTimeoutMs) {
       issues.push({ path: ["http", "headersTimeoutMs"], issue: "must not exceed http.requestTimeoutMs" })
     }

@@ -18,6 +18,9 @@ export const MAX_TENANT_ID_BYTES = 256
 export class TenantLimit extends Data.TaggedError("TenantLimit")<{ readonly max: number }> {}
 
 /** The tenant id is being erased or was erased (TEN-5), and no operator has lifted the refusal. */
+/** The tenant of the gateway's operational events (src/delivery/operations.ts); refused at ingest: no source may use it. */
+export const SYSTEM_TENANT = "ankusa.system"
+
 export class TenantErased extends Data.TaggedError("TenantErased")<{ readonly tenant: string }> {}
 
 /** `m:next_ord` of a store that has never allocated: the first ordinal is 1. */

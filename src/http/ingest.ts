@@ -18,7 +18,7 @@ import { currentOf, type Generation } from "../config/live.js"
 import type { Config, EventTypeRule, Source } from "../domain/config.js"
 import * as Dedupe from "../domain/dedupe.js"
 import * as Signature from "../domain/signature.js"
-import { TenantErased, validTenantId } from "../domain/tenants.js"
+import { SYSTEM_TENANT, TenantErased, validTenantId } from "../domain/tenants.js"
 import { Quarantine } from "../lifecycle/quarantine.js"
 import { type IngestResult, type SubmitError, Writer, WriterClosed } from "../queue/writer.js"
 import * as Admission from "./admission.js"
@@ -56,6 +56,7 @@ const quarantineHeaders = (headers: Headers): Record<string, string> => {
 }
 
 const tenantOf = (source: Source, headers: Headers): string | BadRequest => {
+  if (source.tenant === SYSTEM_TENANT) return new BadRequest({ code: "invalid_tenant", message: `${SYSTEM_TENANT} is reserved for the gateway's own events` })
   if (typeof source.tenant === "string") return source.tenant
   const name = source.tenant.header
   const raw = headers[name]
@@ -63,6 +64,7 @@ const tenantOf = (source: Source, headers: Headers): string | BadRequest => {
     return new BadRequest({ code: "missing_tenant", message: `source ${source.id} takes the tenant from header ${name}` })
   }
   const tenant = raw.trim()
+  if (tenant === SYSTEM_TENANT) return new BadRequest({ code: "invalid_tenant", message: `header ${name}: ${SYSTEM_TENANT} is reserved for the gateway's own events` })
   return validTenantId(tenant)
     ? tenant
     : new BadRequest({ code: "invalid_tenant", message: `header ${name}: expected 1 to 256 UTF-8 bytes without NUL` })
