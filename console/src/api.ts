@@ -158,6 +158,8 @@ export interface SinkStats {
   readonly p50_seconds: number | null
   readonly p99_seconds: number | null
   readonly mean_seconds: number | null
+  /** The newest failed attempt still in the node's attempt log (memory), with a non-2xx's first 4 KiB of body. */
+  readonly last_failure: { readonly at: string; readonly status: number; readonly error: string | null; readonly body: string | null } | null
 }
 
 export interface QuarantineItem {

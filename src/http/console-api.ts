@@ -7,6 +7,7 @@
 import { Effect, Layer } from "effect"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import { currentOf } from "../config/live.js"
+import { ATTEMPT_LOG_PER_DESTINATION, AttemptLog } from "../delivery/attempt-log.js"
 import type { Config } from "../domain/config.js"
 import { type Envelope, tenantOf } from "../domain/envelope.js"
 import * as HookId from "../domain/hook-id.js"
@@ -148,6 +149,11 @@ export const layer = (config: Config) =>
             Effect.gen(function* () {
               yield* requireGlobal(yield* Admin)
               const items = yield* sinkStats(current().config.sinks.map((s) => s.name))
+              const log = yield* Effect.serviceOption(AttemptLog)
+              const lastFailure = (sink: string) => {
+                const a = log._tag === "None" ? undefined : log.value.recent(sink, ATTEMPT_LOG_PER_DESTINATION).find((x) => x.outcome === "failed")
+                return a === undefined ? null : { at: iso(a.at), status: a.status, error: a.error, body: a.body }
+              }
               return {
                 since: iso(started),
                 items: items.map((s) => ({
@@ -159,7 +165,8 @@ export const layer = (config: Config) =>
                   calls: s.calls,
                   p50_seconds: s.p50Seconds,
                   p99_seconds: s.p99Seconds,
-                  mean_seconds: s.meanSeconds
+                  mean_seconds: s.meanSeconds,
+                  last_failure: lastFailure(s.sink)
                 }))
               }
             })

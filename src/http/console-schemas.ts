@@ -84,7 +84,11 @@ export const SinksAnswer = Schema.Struct({
       calls: Count,
       p50_seconds: Schema.NullOr(Schema.Number),
       p99_seconds: Schema.NullOr(Schema.Number),
-      mean_seconds: Schema.NullOr(Schema.Number)
+      mean_seconds: Schema.NullOr(Schema.Number),
+      /** Its newest failed attempt still in the attempt log: a non-2xx's status and first 4 KiB of body, or the error. */
+      last_failure: Schema.NullOr(
+        Schema.Struct({ at: Schema.String, status: Count, error: Schema.NullOr(Schema.String), body: Schema.NullOr(Schema.String) })
+      )
     })
   )
 }).annotate({ identifier: "SinkStats" })

@@ -160,6 +160,9 @@ describe.skipIf(unavailable !== undefined)("console", { timeout: 90_000 }, () =>
       await poll(() => stat(page, key).textContent(), { timeout: 15_000 }).toBe("0")
     }
     await screenshot(page, "replayed")
+    // The Sinks page names the failed calls' last answer (500, from before the replay).
+    await page.goto(`${w.url}/ui/#/sinks`)
+    await poll(() => page.locator('tr[data-sink="orders"] td[data-col="last-failure"]').textContent()).toMatch(/: 500\b/)
     await page.close()
   })
 

@@ -21,6 +21,7 @@ const Table = () => {
               <th scope="col" class="num">p50</th>
               <th scope="col" class="num">p99</th>
               <th scope="col" class="num">Mean</th>
+              <th scope="col">Last failure</th>
             </tr>
           </thead>
           <tbody>
@@ -34,6 +35,13 @@ const Table = () => {
                 <td class="num">{F.duration(s.p50_seconds)}</td>
                 <td class="num">{F.duration(s.p99_seconds)}</td>
                 <td class="num">{F.duration(s.mean_seconds)}</td>
+                <td data-col="last-failure" title={s.last_failure?.body ?? undefined}>
+                  {s.last_failure === null
+                    ? "–"
+                    : `${F.time(s.last_failure.at)}: ${s.last_failure.status === 0 ? (s.last_failure.error ?? "no answer") : s.last_failure.status}${
+                        s.last_failure.body === null || s.last_failure.body === "" ? "" : ` ${s.last_failure.body.slice(0, 120)}`
+                      }`}
+                </td>
               </tr>
             ))}
           </tbody>
@@ -41,7 +49,8 @@ const Table = () => {
       </div>
       <p class="muted">
         Since the node started ({F.time(stats.data.since)}). Latency is one sink call, start to answer or error; p50 and p99 are
-        estimated from the histogram's buckets.
+        estimated from the histogram's buckets. The last failure is the newest failed call the node still remembers (its status
+        and the first 4 KiB of the answer's body, or why there was no answer).
       </p>
     </>
   )
