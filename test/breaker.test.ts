@@ -104,7 +104,9 @@ describe("breaker", () => {
     const before = down.got.length
     // The first probe comes after openMs; it fails, so the next opening is twice as long: one call in between.
     await until("the probe", () => down.got.length === before + 1, 5_000)
-    expect(Date.now() - opened).toBeGreaterThanOrEqual(OPEN_MS - 50)
+    // Every call before it arrived before the trip; the probe comes openMs after the trip at the earliest.
+    expect(down.got[before]!.at - down.got[before - 1]!.at).toBeGreaterThanOrEqual(OPEN_MS)
+    expect(Date.now() - opened).toBeLessThan(OPEN_MS * 3)
     await sleep(OPEN_MS + 500)
     expect(down.got.length).toBe(before + 1)
     expect(await metric(node.url, "ankusa_breaker_trips_total")).toBe(2)
