@@ -1,5 +1,6 @@
 /**
- * Each destination's recent attempts (docs/api.md "Endpoints", `GET …/endpoints/:id/deliveries`):
+ * Recent attempts (docs/api.md "Endpoints", `GET …/endpoints/:id/deliveries`; a sink's only its
+ * failures, for the Sinks page's last failure):
  * the outcome, status, latency and error of the last ATTEMPT_LOG_PER_DESTINATION calls of each of
  * at most ATTEMPT_LOG_DESTINATIONS destinations, newest first. Memory only: a restart starts empty.
  * The pipeline's calls record into it (calls.ts); the API reads it.

@@ -75,8 +75,8 @@ export interface SinkCalls {
   readonly sinkStats: () => ReadonlyMap<string, { readonly running: number; readonly waiting: number; readonly parked: number }>
   /** Tenant endpoint pools open now (at most `endpoints.maxPools`). */
   readonly endpointPools: () => number
-  /** Whether tenant `ord` has rows refused and left due below its cursor (parked, or waiting for an endpoint pool). */
-  readonly holdsRefused: (ord: number) => boolean
+  /** The tenants with rows refused and left due below their cursors (parked, or waiting for an endpoint pool). */
+  readonly refusedTenants: () => ReadonlySet<number>
 }
 
 /**
@@ -274,7 +274,7 @@ export const makeSinkCalls = (
         runFiber(Effect.logInfo("pipeline: breaker closed", { sink: job.name }))
         event("breaker_closed", "a probe was answered 2xx")
       }
-      breakerState(sink)
+      if (sink.breaker.state !== was) breakerState(sink)
     }
 
     /** A tenant endpoint failing without a single success for `endpoints.disableAfterMs` is disabled (docs/delivery.md). */
@@ -336,7 +336,8 @@ export const makeSinkCalls = (
           if (a.error?.startsWith("unsafe") === true) unsafe()
           const ok = a.status >= 200 && a.status < 300
           breakerOutcome(sink, job, ok, a.endedAt)
-          if (attempts._tag === "Some") {
+          // Every attempt of an endpoint (its recent attempts); a sink's failures only (the Sinks page's last failure).
+          if (attempts._tag === "Some" && (!ok || sink.version !== undefined)) {
             attempts.value.record(job.name, { at: a.endedAt, hookId: job.env.id, status: a.status, latencyMs: a.durationMs, outcome: ok ? "delivered" : "failed", error: a.error ?? null, body: ok ? null : (a.body ?? null) })
           }
           // A 429 slows this sink (every tenant's calls to it), not the tenant's other sinks.
@@ -368,7 +369,7 @@ export const makeSinkCalls = (
       unparked,
       sinkStats: () => new Map(registry.all().map((s) => [s.options.name, { running: s.running, waiting: s.waiting.size(), parked: s.places.parked.size }])),
       endpointPools: () => registry.pools.size,
-      holdsRefused: (ord) => waitingTenants.has(ord) || registry.all().some((s) => s.places.parked.has(ord)),
+      refusedTenants: () => registry.parkedTenants(waitingTenants.keys()),
       route,
       reconfigure,
       busy: () => busy,

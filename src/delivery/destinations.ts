@@ -90,6 +90,7 @@ export interface DestinationDeps {
   readonly fork: (effect: Effect.Effect<void>) => void
 }
 
+/** Over 80 lines because its parts share the sinks, the pools and the tenants' endpoints as closures; each is a named function. */
 export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof M.latencyRecorder>[1], deps: DestinationDeps) => {
   const sinks = new Map<string, Sink>()
   /** Endpoint pools by destination name, least recently used first. */
@@ -323,6 +324,12 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
           break
         }
       }
+      return out
+    },
+    /** The tenants parked on any destination, with `more`. */
+    parkedTenants: (more: Iterable<number>): Set<number> => {
+      const out = new Set(more)
+      for (const s of [...sinks.values(), ...pools.values()]) for (const ord of s.places.parked.keys()) out.add(ord)
       return out
     },
     /** Pools a claim could still open (an idle pool can be replaced). */

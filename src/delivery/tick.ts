@@ -217,12 +217,13 @@ export const makeTick = (
     // Step 1 of the cleanup is this visit's own read (its next row; none when it drained) unless the
     // tenant's cursor is due a check: then it reads the first due row from the start (cursors.ts).
     const verified = tenants.map((v) => cursors.verify(v.ord, now))
+    const refused = calls.refusedTenants()
     // A refused row is still due and lies below `next`: it is the tenant's first due row the claim saw.
     const cleaned = yield* queue.cleanupMarkersOf(
       tenants.map((v, i) =>
         // A tenant with refused rows left below its cursor (parked on a destination) may hold due rows the
         // visit did not read: its first due row is read from the start, or a marker of theirs could go (TEN-1 §5).
-        verified[i] || calls.holdsRefused(v.ord) ? { ord: v.ord, markers: markersOf(v) } : { ord: v.ord, markers: markersOf(v), known: { first: v.firstRefused ?? v.next } }
+        verified[i] || refused.has(v.ord) ? { ord: v.ord, markers: markersOf(v) } : { ord: v.ord, markers: markersOf(v), known: { first: v.firstRefused ?? v.next } }
       ),
       now
     )

@@ -77,10 +77,18 @@ export const breakerTripsRecorder = (context: Context.Context<never>): (() => vo
  * endpoints have no series of their own (an id a series would be unbounded): their trips count in
  * `ankusa_breaker_trips_total` and their attempts show in `GET …/endpoints/:id/deliveries`.
  */
-export const breakerStateRecorder = (context: Context.Context<never>) => (sink: { readonly options: { readonly name: string }; readonly breaker: { readonly state: string } }) => {
-  if (sink.options.name.includes(":")) return
-  const v = sink.breaker.state === "closed" ? 0 : sink.breaker.state === "open" ? 1 : 2
-  Metric.gauge("ankusa_breaker_state", { description: "A shared sink's circuit breaker: 0 closed, 1 open, 2 half-open", attributes: { destination: sink.options.name } }).updateUnsafe(v, context)
+export const breakerStateRecorder = (context: Context.Context<never>) => {
+  const gauges = new Map<string, Metric.Gauge<number>>()
+  return (sink: { readonly options: { readonly name: string }; readonly breaker: { readonly state: string } }) => {
+    const name = sink.options.name
+    if (name.includes(":")) return
+    let g = gauges.get(name)
+    if (g === undefined) {
+      g = Metric.gauge("ankusa_breaker_state", { description: "A shared sink's circuit breaker: 0 closed, 1 open, 2 half-open", attributes: { destination: name } })
+      gauges.set(name, g)
+    }
+    g.updateUnsafe(sink.breaker.state === "closed" ? 0 : sink.breaker.state === "open" ? 1 : 2, context)
+  }
 }
 
 /** Tenant endpoint connection pools open now (at most `endpoints.maxPools`), present from boot at 0. */

@@ -58,7 +58,7 @@ export const make = (initial: L.TenantLimits) =>
     const live = yield* Effect.serviceOption(LiveConfig)
     if (live._tag === "Some") {
       live.value.onChange((g) => {
-        if (g.config.tenants.limits === defaults) return
+        if (JSON.stringify(g.config.tenants.limits) === JSON.stringify(defaults)) return
         defaults = g.config.tenants.limits
         generation++
         cache.clear()
