@@ -25,10 +25,11 @@
  * Prints hooks/s, p50/p99 latency, the server's event-loop delay p99 (its
  * `ankusa_event_loop_delay_seconds{quantile="0.99"}`, the worst 5 s window of
  * the measured time) and its peak RSS (VmHWM); the store alone's CPU by thread, and the floor
- * (the bare server's CPU a request plus the store's own threads a hook). Pass (issue 15, ratios to the bare server in
- * the same run): hooks/s >= MIN_RATIO x the bare server's req/s, the server's CPU a hook (all
- * threads) <= MAX_CPU_RATIO x the bare server's CPU a request, p99 < TARGET_P99_MS and every
- * answer a 202. STRETCH_RATIO is printed beside it, not gated.
+ * with the ops: the bare server's CPU a request, plus the store's own threads a hook at 64-hook
+ * synced batches, plus this build's ops and encoding a hook (64-hook batches). Pass (issue 29):
+ * the server's CPU a hook (all threads) <= MAX_FLOOR_RATIO x that floor, p99 < TARGET_P99_MS and
+ * every answer a 202. The rate and its ratio to the bare server are printed, not gated: on 2 cores
+ * shared with the load generator the rate follows the CPU a hook.
  * Run: npx tsx bench/ingest-bench.ts [--quick] [--seconds S]
  */
 import { Effect } from "effect"
@@ -52,9 +53,8 @@ const CONNECTIONS = 64
 const TENANTS = 1_000
 const BODY_BYTES = 1_024
 const SINKS = ["a", "b"]
-export const MIN_RATIO = 0.45
-export const STRETCH_RATIO = 0.5
-export const MAX_CPU_RATIO = 2.5
+/** The server's CPU a hook at most this many times the floor with the ops (issue 29). */
+export const MAX_FLOOR_RATIO = 1.25
 export const TARGET_P99_MS = 20
 /**
  * Store-alone batch sizes: the Writer's default maxBatch (256), and 64: with 64 connections in a
@@ -193,7 +193,7 @@ interface ServerRun {
   readonly peakRss: number
   readonly accepted?: number
   /** CPU (ms) over the whole load, warm-up included: the server's (every thread, the main thread) and the load generator's. */
-  readonly cpu: { readonly all: number; readonly main: number; readonly generator: number }
+  readonly cpu: Cpu
   /** Writer commits over the whole load: count, requests answered, seconds committing. */
   readonly writer?: { readonly commits: number; readonly requests: number; readonly seconds: number }
 }
@@ -204,14 +204,32 @@ const writerTotals = (text: string) => ({
   seconds: metricValue(text, "ankusa_writer_commit_seconds_sum") ?? 0
 })
 
-/** The server's CPU (every thread, the main thread) and this process's (the load generator's) over `f`, in ms. */
-const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, { readonly all: number; readonly main: number; readonly generator: number }]> => {
+interface Cpu {
+  readonly all: number
+  readonly main: number
+  readonly generator: number
+  /** The server's threads other than the main one, by what they are (/proc comm), in ms. */
+  readonly by: { readonly worker: number; readonly rocksdb: number; readonly other: number }
+}
+
+/** The server's CPU (every thread, the main thread, the others by kind) and this process's (the load generator's) over `f`, in ms. */
+const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, Cpu]> => {
   const before = cpuOf(pid)
+  const threads0 = namedThreadsCpuMs(pid)
   const generator = process.cpuUsage()
   const a = await f()
   const after = cpuOf(pid)
+  const threads1 = namedThreadsCpuMs(pid)
   const g = process.cpuUsage(generator)
-  return [a, { all: after.all - before.all, main: after.main - before.main, generator: (g.user + g.system) / 1000 }]
+  const by = { worker: 0, rocksdb: 0, other: 0 }
+  for (const [tid, t] of threads1) {
+    if (tid === String(pid)) continue
+    const ms = t.ms - (threads0.get(tid)?.ms ?? 0)
+    if (t.name === "WorkerThread") by.worker += ms
+    else if (t.name.startsWith("rocksdb")) by.rocksdb += ms
+    else by.other += ms
+  }
+  return [a, { all: after.all - before.all, main: after.main - before.main, generator: (g.user + g.system) / 1000, by }]
 }
 
 const underLoad = async (origin: string, path: string) =>
@@ -323,11 +341,6 @@ main("ingest-bench", async () => {
     )
   }
   const ratio = a.load.rate / b.load.rate
-  const cpuRatio = perReq(a, a.cpu.all) / Math.max(1e-9, perReq(b, b.cpu.all))
-  console.log(
-    `\nRules (ratios to the bare server in this run): hooks/s ${fmt(ratio, 2)} x the bare req/s (at least ${MIN_RATIO}; stretch ${STRETCH_RATIO}, ` +
-      `${ratio >= STRETCH_RATIO ? "met" : "not met"}), CPU a hook ${fmt(cpuRatio, 2)} x the bare CPU a request (at most ${MAX_CPU_RATIO}).`
-  )
   const pick = (hooks: number, thread: string) => stores.find((s) => s.hooks === hooks && s.thread === thread)!
   const w256 = pick(256, "worker")
   const m256 = pick(256, "main")
@@ -335,25 +348,37 @@ main("ingest-bench", async () => {
   // The floor of any server that answers over node:http after a synced TEN-1 commit through this binding:
   // the bare server's CPU a request plus the store's own threads a hook (the commit worker: decoding, the
   // binding's batch calls and the synced write; RocksDB's threads), at 64-hook batches (the largest the
-  // load gives; smaller ones cost more a hook). The domain's build and encode are left out (a design's own).
+  // load gives; smaller ones cost more a hook); with the ops: plus this build's ops and their encoding.
   const bareCpu = perReq(b, b.cpu.all)
+  const serverCpu = perReq(a, a.cpu.all)
   const floor = bareCpu + w64.cpuOthers
+  const ops = w64.build + w64.encode
+  const floorOps = floor + ops
+  const floorRatio = serverCpu / Math.max(1e-9, floorOps)
   console.log(
-    `Floor: bare ${fmt(bareCpu, 1)} µs a request + the store's own threads ${fmt(w64.cpuOthers, 1)} µs a hook (64-hook synced batch, commit worker; ` +
+    `\nFloor: bare ${fmt(bareCpu, 1)} µs a request + the store's own threads ${fmt(w64.cpuOthers, 1)} µs a hook (64-hook synced batch, commit worker; ` +
       `by thread: the commit worker ${fmt(w64.cpuBy.worker, 1)}, RocksDB ${fmt(w64.cpuBy.rocksdb, 1)}, V8's helpers and the rest ${fmt(w64.cpuBy.other, 1)}) ` +
-      `= ${fmt(floor, 1)} µs, ${fmt(floor / bareCpu, 2)} x bare (the CPU rule allows ${MAX_CPU_RATIO} x: ${fmt(MAX_CPU_RATIO * bareCpu, 1)} µs); ` +
-      `with this build's ops and encoding (${fmt(w64.build + w64.encode, 1)} µs) ${fmt((floor + w64.build + w64.encode) / bareCpu, 2)} x.`
+      `= ${fmt(floor, 1)} µs, ${fmt(floor / bareCpu, 2)} x bare; with this build's ops and encoding (${fmt(ops, 1)} µs: build ${fmt(w64.build, 1)}, ` +
+      `encode ${fmt(w64.encode, 1)}) ${fmt(floorOps, 1)} µs, ${fmt(floorOps / bareCpu, 2)} x bare.`
+  )
+  console.log(
+    `Rule (issue 29): the server's CPU a hook ${fmt(serverCpu, 1)} µs (main thread ${fmt(perReq(a, a.cpu.main), 1)}) = ${fmt(floorRatio, 2)} x the floor with the ops ` +
+      `(at most ${MAX_FLOOR_RATIO} x: ${fmt(MAX_FLOOR_RATIO * floorOps, 1)} µs). Printed, not gated: hooks/s ${fmt(ratio, 2)} x the bare req/s.`
+  )
+  console.log(
+    `The server's CPU a hook by thread: main ${fmt(perReq(a, a.cpu.main), 1)}, commit worker ${fmt(perReq(a, a.cpu.by.worker), 1)}, ` +
+      `RocksDB ${fmt(perReq(a, a.cpu.by.rocksdb), 1)}, V8's helpers and the rest ${fmt(perReq(a, a.cpu.by.other), 1)} µs.`
   )
   const all202 = Object.keys(a.load.statuses).every((s) => s === "202") && a.load.errors === 0
-  const pass = ratio >= MIN_RATIO && cpuRatio <= MAX_CPU_RATIO && a.load.p99Ms < TARGET_P99_MS && all202
+  const pass = floorRatio <= MAX_FLOOR_RATIO && a.load.p99Ms < TARGET_P99_MS && all202
   finish(
     "ingest-bench",
     pass,
-    `${int(a.load.rate)} hooks/s, ratio ${fmt(ratio, 2)} to bare node:http ${int(b.load.rate)} req/s (rule >= ${MIN_RATIO}; stretch ${STRETCH_RATIO}); ` +
-      `CPU ${int(perReq(a, a.cpu.all))} µs a hook, ${fmt(cpuRatio, 2)} x bare ${int(perReq(b, b.cpu.all))} µs a request (rule <= ${MAX_CPU_RATIO}); ` +
-      `p50 ${fmt(a.load.p50Ms, 2)} ms, p99 ${fmt(a.load.p99Ms, 2)} ms (rule < ${TARGET_P99_MS}), loop p99 ${fmt(a.loopP99, 2)} ms, peak RSS ${mib(a.peakRss)}; ` +
+    `CPU ${fmt(serverCpu, 1)} µs a hook, ${fmt(floorRatio, 2)} x the floor with the ops ${fmt(floorOps, 1)} µs (rule <= ${MAX_FLOOR_RATIO}; ` +
+      `bare ${fmt(bareCpu, 1)} + the store's own threads ${fmt(w64.cpuOthers, 1)} + ops ${fmt(ops, 1)}); ` +
+      `p50 ${fmt(a.load.p50Ms, 2)} ms, p99 ${fmt(a.load.p99Ms, 2)} ms (rule < ${TARGET_P99_MS})${all202 ? ", every answer 202" : "; NOT every answer was 202"}; ` +
+      `${int(a.load.rate)} hooks/s (${fmt(ratio, 2)} x bare node:http ${int(b.load.rate)} req/s, not gated), loop p99 ${fmt(a.loopP99, 2)} ms, peak RSS ${mib(a.peakRss)}; ` +
       `store alone (256-hook synced batch) ${fmt(w256.commit, 1)} µs/hook (worker), ${fmt(m256.commit, 1)} (main); ` +
-      `a 64-hook synced batch bounds ${CONNECTIONS} connections at ${int(w64.bound)} hooks/s; ` +
-      `floor (bare + the store's own threads) ${fmt(floor / bareCpu, 2)} x bare${all202 ? "" : "; NOT every answer was 202"}`
+      `a 64-hook synced batch bounds ${CONNECTIONS} connections at ${int(w64.bound)} hooks/s`
   )
 })
