@@ -93,6 +93,34 @@ describe("dispatch isolation (issue 24)", () => {
     })
   )
 
+  it.live("a tenant with few rows is not parked behind a backlogged tenant's full sink", () =>
+    Effect.gen(function* () {
+      const sink = yield* holding
+      const w = yield* memoryWorld
+      const ingest = makeIngest(w.store)
+      const [flood] = yield* ingest(Array.from({ length: 300 }, () => ({ tenant: "flood", sinks: ["s"], at: Date.now() - 1_000 })))
+      const { pipeline } = yield* startPipeline(w, {
+        tickMs: 60_000,
+        maxInflight: 10_000,
+        claimLimit: 10_000,
+        graceMs: 0,
+        sinks: [sinkOf("s", sink.url, { concurrency: 2, maxWaiting: 4, timeoutMs: 120_000 })]
+      })
+      for (let i = 0; i < 3; i++) yield* pipeline.tick
+      // The flood fills the sink's places: 2 calls and 4 waiting.
+      expect((yield* w.queue.counters(flood!.ord)).inflight).toBe(6)
+      // Three sparse tenants with two rows each: the full sink takes one row of a tenant holding
+      // none of its places, `concurrency` (2) such rows at most; the flood takes none of them.
+      const sparse = yield* ingest(["q1", "q2", "q3"].flatMap((tenant) => [0, 1].map(() => ({ tenant, sinks: ["s"], at: Date.now() - 1 }))))
+      for (let i = 0; i < 3; i++) yield* pipeline.tick
+      const held = yield* Effect.forEach([0, 2, 4], (i) => Effect.map(w.queue.counters(sparse[i]!.ord), (c) => c.inflight))
+      expect(held.filter((n) => n === 1)).toHaveLength(2)
+      expect(held.filter((n) => n === 0)).toHaveLength(1)
+      expect((yield* w.queue.counters(flood!.ord)).inflight).toBe(6)
+      expect(yield* pipeline.inflight).toBe(8)
+    })
+  )
+
   it.live("a tenant that drains every round does not overtake a backlogged tenant", () =>
     Effect.gen(function* () {
       const sink = yield* holding

@@ -47,6 +47,8 @@ export interface SinkCalls {
   readonly roomBesides: (names: ReadonlySet<string>) => boolean
   /** Places free over every sink (`capacity − held`): the most a claim could route. */
   readonly room: () => number
+  /** Places a full sink still gives tenants holding none of its places (sink-places.ts `admitTo`). */
+  readonly spare: () => number
   /** Whether every sink has `rows` free places and no tenant is parked: a claim of `rows` needs no admission. */
   readonly roomForAll: (rows: number) => boolean
   /** The tick's claim is done: the rows admitted since the last call are routed (`kept`) or were given back. */

@@ -84,7 +84,15 @@ export const park = (p: Places, ord: number, at: number): false => {
 /** One row of tenant `ord` due at `at`: a place held (true), or the tenant parked (false). */
 const admitTo = (p: Places, ord: number, at: number, now: number): boolean => {
   const capacity = capacityOf(p, now)
-  if (p.held >= capacity) return park(p, ord, at)
+  if (p.held >= capacity) {
+    // A tenant holding none of the sink's places takes one past its capacity, `concurrency` such at
+    // most (fq_codel's new flows, RFC 8290 §4.1): a sparse tenant waits one slot turn, not a backlog.
+    if (!p.heldBy.has(ord) && p.held < capacity + p.concurrency) {
+      hold(p, ord, 1)
+      return true
+    }
+    return park(p, ord, at)
+  }
   // While other tenants wait for room (parked), a tenant holds at most its fair share of the
   // sink's places: the capacity over the tenants holding or wanting some, at least one.
   if (p.parked.size > (p.parked.has(ord) ? 1 : 0)) {
@@ -140,6 +148,17 @@ export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () =>
       const at = now()
       let n = sinks.unopened()
       for (const s of sinks.all()) n += free(s, at)
+      return n
+    },
+    /** Places past every full sink's capacity for tenants holding none there (`admitTo`); the room when none is free. */
+    spare: (): number => {
+      const at = now()
+      let n = 0
+      for (const s of sinks.all()) {
+        if (s.breaker.state !== "closed" && !probeDue(s.breaker, at)) continue
+        const c = capacityOf(s.places, at)
+        n += Math.max(0, c + s.places.concurrency - Math.max(c, s.places.held))
+      }
       return n
     },
     roomForAll: (rows: number): boolean => {

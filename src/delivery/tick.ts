@@ -96,7 +96,7 @@ export const makeTick = (
         more: () => calls.roomBesides(refused)
       }
     },
-    open: () => calls.room() > 0,
+    open: () => calls.room() > 0 || calls.spare() > 0,
     refuseMax: CLAIM_REFUSE_MAX
   }
 
@@ -168,7 +168,10 @@ export const makeTick = (
 
   return Effect.gen(function* () {
     // The sinks' free places cap it too: a claim never runs ahead of what they can hold.
-    const free = Math.min(o.claimLimit, o.maxInflight - state.inflight, calls.room())
+    // Full sinks still take a row of each tenant holding none of their places (sink-places.ts): the
+    // tick runs for those, within their spare places.
+    const room = calls.room()
+    const free = Math.min(o.claimLimit, o.maxInflight - state.inflight, room > 0 ? room : calls.spare())
     // Saturated: visit nothing, and leave the active-tenants gauge at the last real visit.
     if (free <= 0 || state.stopping) return { visited: [], claimed: [] }
     const now = yield* Clock.currentTimeMillis
