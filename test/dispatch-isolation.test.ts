@@ -271,6 +271,25 @@ describe("dispatch isolation (issue 24)", () => {
     })
   )
 
+  it.effect("an erasing tenant's rows are not claimed, with or without an admission", () =>
+    Effect.gen(function* () {
+      const w = yield* memoryWorld
+      const ingest = makeIngest(w.store)
+      const at = Date.now() - 1_000
+      const hooks = yield* ingest([...Array.from({ length: 3 }, () => ({ tenant: "erasing", sinks: ["s"], at })), { tenant: "kept", sinks: ["s"], at }])
+      const [erasing, kept] = [hooks[0]!.ord, hooks[3]!.ord]
+      yield* w.queue.fence(erasing)
+      const admission = { visit: () => ({ admit: () => true, more: () => true }), open: () => true, refuseMax: 256 }
+      const requests = [erasing, kept].map((ord) => ({ ord, floorAt: 0, limit: 10 }))
+      for (const a of [admission, undefined]) {
+        const visits = yield* w.queue.claim(Date.now(), requests, 10, 1e9, a)
+        expect(visits.find((v) => v.ord === erasing)?.rows ?? []).toHaveLength(0)
+      }
+      expect(yield* w.queue.counters(erasing)).toMatchObject({ pending: 3, inflight: 0 })
+      expect((yield* w.queue.counters(kept)).inflight).toBe(1)
+    })
+  )
+
   it.live("a tick that fails between claim passes returns its rows to due", () =>
     Effect.gen(function* () {
       const sink = yield* holding

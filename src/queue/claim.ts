@@ -83,6 +83,8 @@ export const claimDue =
         return withTenant(
           r.ord,
           Effect.suspend(() => {
+            // TEN-5: an erasing tenant's rows are not claimed, with an admission too (under its lock, see Queue.fence).
+            if (fenced.has(r.ord)) return Effect.succeed({ rows: [], drained: true, next: undefined, envelopes: [], firstRefused: undefined, refused: 0, last: undefined })
             const a = admission.visit(r.ord)
             return readWith(r.ord, now, r.floorAt, limit, budget, a.admit, a.more, admission.refuseMax, r.floorAfter)
           }).pipe(
