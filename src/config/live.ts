@@ -25,7 +25,8 @@ export const LIVE_KEYS: ReadonlyArray<string> = [
   "endpoints",
   "portal",
   "breaker",
-  "operations"
+  "operations",
+  "store.minFreeBytes"
 ]
 
 /** How often `config.watch` looks at the file's identity and mtime. */

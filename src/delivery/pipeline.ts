@@ -18,7 +18,7 @@ import { LiveConfig, type LiveConfigShape } from "../config/live.js"
 import { Audit } from "../lifecycle/audit.js"
 import { type EndpointsShape } from "../queue/endpoints.js"
 import { Writer } from "../queue/writer.js"
-import { makeOperations } from "./operations.js"
+import { makeOperations, OperationalEvents } from "./operations.js"
 import { MAX_POOLS_DEFAULT } from "../domain/config-endpoints.js"
 import { DEFAULT_BREAKER } from "./breaker.js"
 import { Endpoints } from "../queue/endpoints.js"
@@ -75,10 +75,14 @@ const systemParts = (live: Option.Option<LiveConfigShape>, endpoints: Option.Opt
   Effect.gen(function* () {
     const writer = yield* Effect.serviceOption(Writer)
     const audit = yield* Effect.serviceOption(Audit)
-    const operations = makeOperations({
-      sink: () => (live._tag === "Some" ? live.value.get().config.operations.sink : undefined),
-      submit: writer._tag === "Some" ? writer.value.submit : undefined
-    })
+    const service = yield* Effect.serviceOption(OperationalEvents)
+    const operations =
+      service._tag === "Some"
+        ? { emit: service.value.emit }
+        : makeOperations({
+            sink: () => (live._tag === "Some" ? live.value.get().config.operations.sink : undefined),
+            submit: writer._tag === "Some" ? writer.value.submit : undefined
+          })
     const disable =
       endpoints._tag === "Some" && audit._tag === "Some"
         ? (ord: number, tenant: string, id: string, reason: string) =>

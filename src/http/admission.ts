@@ -6,10 +6,12 @@
  * requests (503 `busy`), the tenant's queued bytes (429 `tenant_quota`,
  * when the Writer's cache knows its ordinal; the Writer checks again in its
  * commit, before anything is written) and the tenant's ingest rate (429
- * `tenant_rate`). No store read: each figure is in memory.
+ * `tenant_rate`). No store read: each figure is in memory. A quota check is
+ * also told to `OperationalEvents` (its `tenant.quota_reached` event).
  */
 import { Context, Option } from "effect"
 import * as A from "../domain/admission.js"
+import { OperationalEvents } from "../delivery/operations.js"
 import { DiskReserve } from "../lifecycle/disk-reserve.js"
 import { Limits } from "../queue/limits.js"
 import { QueuedBytes } from "../queue/queued-bytes.js"
@@ -79,8 +81,13 @@ export const make = (options: AdmissionOptions): Admission => {
     if (limits.maxQueuedBytes > 0) {
       const ord = Context.get(services, Writer).ordOf(tenant)
       const bytes = Context.getOption(services, QueuedBytes)
-      if (ord !== undefined && Option.isSome(bytes) && A.overQuota(bytes.value.of(ord), limits.maxQueuedBytes)) {
-        return new A.TenantQuota({ max: limits.maxQueuedBytes })
+      if (ord !== undefined && Option.isSome(bytes)) {
+        const queued = bytes.value.of(ord)
+        const over = A.overQuota(queued, limits.maxQueuedBytes)
+        // The `tenant.quota_reached` event, once per crossing (src/delivery/operations.ts).
+        const events = Context.getOption(services, OperationalEvents)
+        if (Option.isSome(events)) events.value.quota(tenant, queued, limits.maxQueuedBytes, over)
+        if (over) return new A.TenantQuota({ max: limits.maxQueuedBytes })
       }
     }
     const limited = rate(tenant, limits.ingestPerSec, Date.now())

@@ -5,7 +5,9 @@
  * `disk_reserve` and `/readyz` 503 `disk_reserve`; nothing else stops
  * (deliveries, settles, purges and reclaim free space). Once a read finds the
  * space back, ingest takes hooks again: no restart (docs/deployment.md
- * "A full disk").
+ * "A full disk"). `store.minFreeBytes` is read at every poll, so a reload changes it live; each
+ * change between stopped and taking hooks is told to the listeners (the `store.disk_reserve`
+ * operational event).
  */
 import { Context, Effect, Layer, Metric, Schedule } from "effect"
 import { statfs } from "node:fs/promises"
@@ -21,6 +23,8 @@ export const freeBytes = Metric.gauge("ankusa_store_free_bytes", {
 export interface DiskReserveShape {
   /** The refusal while free space is under the reserve, else undefined; read synchronously by the ingest listener. */
   readonly refusal: () => Refused | undefined
+  /** Called when ingest stops (the refusal) or resumes (undefined), with the free space and reserve read. */
+  readonly onChange: (f: (refusal: Refused | undefined, free: number, min: number) => void) => void
 }
 
 export class DiskReserve extends Context.Service<DiskReserve, DiskReserveShape>()("ankusa/DiskReserve") {}
@@ -28,8 +32,8 @@ export class DiskReserve extends Context.Service<DiskReserve, DiskReserveShape>(
 export interface DiskReserveOptions {
   /** A path on the store's filesystem. */
   readonly dir: string
-  /** `store.minFreeBytes`; 0 turns the reserve off. */
-  readonly minFreeBytes: number
+  /** `store.minFreeBytes` in force (read at each poll); 0 turns the reserve off. */
+  readonly minFreeBytes: () => number
 }
 
 const read = (dir: string) =>
@@ -37,7 +41,7 @@ const read = (dir: string) =>
 
 export const make = (options: DiskReserveOptions) =>
   Effect.gen(function* () {
-    const min = options.minFreeBytes
+    const listeners: Array<(refusal: Refused | undefined, free: number, min: number) => void> = []
     let refused: Refused | undefined
     let failing = false
     const poll = read(options.dir).pipe(
@@ -45,10 +49,12 @@ export const make = (options: DiskReserveOptions) =>
       Effect.flatMap((free) =>
         Effect.suspend(() => {
           failing = false
+          const min = options.minFreeBytes()
           const low = min > 0 && free < min
           const was = refused !== undefined
           refused = low ? new Refused({ free, min }) : undefined
           if (low === was) return Effect.void
+          for (const f of listeners) f(refused, free, min)
           return low
             ? Effect.logWarning("free space is under the disk reserve: ingest answers 503 disk_reserve").pipe(Effect.annotateLogs({ free, min }))
             : Effect.logInfo("free space is back above the disk reserve: ingest resumes").pipe(Effect.annotateLogs({ free, min }))
@@ -59,7 +65,7 @@ export const make = (options: DiskReserveOptions) =>
     )
     yield* poll
     yield* poll.pipe(Effect.repeat(Schedule.spaced(DISK_RESERVE_POLL_MS)), Effect.forkScoped)
-    return { refusal: () => refused } satisfies DiskReserveShape
+    return { refusal: () => refused, onChange: (f) => void listeners.push(f) } satisfies DiskReserveShape
   })
 
 export const layer = (options: DiskReserveOptions): Layer.Layer<DiskReserve> => Layer.effect(DiskReserve, make(options))

@@ -41,6 +41,7 @@ import * as Limits from "../queue/limits.js"
 import * as Logger from "../observability/logger.js"
 import * as Migrate from "../queue/format/migrate.js"
 import * as Pipeline from "../delivery/pipeline.js"
+import * as OperationalEvents from "../delivery/operations.js"
 import * as ProcessMetrics from "../observability/process-metrics.js"
 import * as Quarantine from "../lifecycle/quarantine.js"
 import * as Queue from "../queue/queue.js"
@@ -140,9 +141,10 @@ const services = (config: Config, dataDir: string, storeDir: string) => {
     andThen(Tenants.layer),
     andThen(Limits.layer(config.tenants.limits)),
     andThen(QueuedBytes.layer),
-    andThen(DiskReserve.layer({ dir: storeDir, minFreeBytes: config.store.minFreeBytes })),
+    andThen(Layer.unwrap(Effect.map(Live.LiveConfig, (live) => DiskReserve.layer({ dir: storeDir, minFreeBytes: () => live.get().config.store.minFreeBytes })))),
     andThen(Layer.merge(Endpoints.layer, AttemptLog.layer)),
-    andThen(Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs })),
+    // The operational events go through the Writer (src/delivery/operations.ts).
+    andThen(Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs }).pipe(andThen(OperationalEvents.layer))),
     andThen(Quarantine.layer(quarantine)),
     andThen(Audit.layer(audit)),
     andThen(Replay.layer),
