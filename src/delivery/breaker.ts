@@ -4,7 +4,9 @@
  * older weighted by what of it is left); at `minCalls` calls or more with `failureRatio` of them
  * failed it opens. Open, no call starts and no row is admitted until `openUntil`; then one probe
  * is admitted (half-open): its 2xx closes the breaker, its failure opens it again for twice as
- * long (at most `maxOpenMs`). Memory only: a restart starts every breaker closed. Pure state.
+ * long (at most `maxOpenMs`). It also keeps the failed calls since the last 2xx and that 2xx's
+ * time (the console and the gauge show them). Memory only: a restart starts every breaker closed.
+ * Pure state.
  */
 
 export interface BreakerSettings {
@@ -28,6 +30,9 @@ export interface Breaker {
   since: number
   cur: { calls: number; fails: number }
   prev: { calls: number; fails: number }
+  /** Failed calls since the last 2xx (the rank of `ankusa_breaker_state`'s endpoints), and that 2xx's time. */
+  failures: number
+  lastOk: number | undefined
 }
 
 export const makeBreaker = (s: BreakerSettings): Breaker => ({
@@ -38,7 +43,9 @@ export const makeBreaker = (s: BreakerSettings): Breaker => ({
   trips: 0,
   since: 0,
   cur: { calls: 0, fails: 0 },
-  prev: { calls: 0, fails: 0 }
+  prev: { calls: 0, fails: 0 },
+  failures: 0,
+  lastOk: undefined
 })
 
 const roll = (b: Breaker, s: BreakerSettings, now: number) => {
@@ -70,6 +77,10 @@ export const probeDue = (b: Breaker, now: number): boolean => b.state !== "close
 
 /** A call ended; true when this call opened the breaker (a trip). */
 export const record = (b: Breaker, s: BreakerSettings, ok: boolean, now: number): boolean => {
+  if (ok) {
+    b.failures = 0
+    b.lastOk = now
+  } else b.failures++
   if (b.state === "half" || b.state === "open") {
     if (!b.probing) return false
     b.probing = false
@@ -99,3 +110,23 @@ export const record = (b: Breaker, s: BreakerSettings, ok: boolean, now: number)
   b.trips++
   return true
 }
+
+/** A destination's breaker as the console and the gauge show it. */
+export interface BreakerView {
+  readonly destination: string
+  readonly state: "closed" | "open" | "half-open"
+  /** While open: when its probe is due (epoch ms). */
+  readonly openUntil: number | null
+  readonly failures: number
+  readonly lastSuccessAt: number | null
+  readonly trips: number
+}
+
+export const viewOf = (destination: string, b: Breaker): BreakerView => ({
+  destination,
+  state: b.state === "half" ? "half-open" : b.state,
+  openUntil: b.state === "closed" ? null : b.openUntil,
+  failures: b.failures,
+  lastSuccessAt: b.lastOk ?? null,
+  trips: b.trips
+})

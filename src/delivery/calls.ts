@@ -73,8 +73,8 @@ export interface SinkCalls {
    * parked tenants come back to the round, and its pool closes.
    */
   readonly reconfigure: (sinks: ReadonlyArray<DispatchSinkOptions>) => void
-  /** By destination: calls running, rows waiting for a connection, tenants parked (tests). */
-  readonly sinkStats: () => ReadonlyMap<string, { readonly running: number; readonly waiting: number; readonly parked: number }>
+  /** The shared sinks and the endpoint pools open now. */
+  readonly destinations: () => ReadonlyArray<Sink>
   /** Tenant endpoint pools open now (at most `endpoints.maxPools`). */
   readonly endpointPools: () => number
   /** The tenants with rows refused and left due below their cursors (parked, or waiting for an endpoint pool). */
@@ -369,7 +369,7 @@ export const makeSinkCalls = (
       admit,
       roomForAll,
       unparked,
-      sinkStats: () => new Map(registry.all().map((s) => [s.options.name, { running: s.running, waiting: s.waiting.size(), parked: s.places.parked.size }])),
+      destinations: registry.all,
       endpointPools: () => registry.pools.size,
       refusedTenants: () => registry.parkedTenants(waitingTenants.keys()),
       route,

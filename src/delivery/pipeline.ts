@@ -20,7 +20,7 @@ import { type EndpointsShape } from "../queue/endpoints.js"
 import { Writer } from "../queue/writer.js"
 import { makeOperations, OperationalEvents } from "./operations.js"
 import { MAX_POOLS_DEFAULT } from "../domain/config-endpoints.js"
-import { DEFAULT_BREAKER } from "./breaker.js"
+import { type BreakerView, DEFAULT_BREAKER, viewOf } from "./breaker.js"
 import { Endpoints } from "../queue/endpoints.js"
 import { makeSinkCalls } from "./calls.js"
 import { type Input, MIN_TICK_GAP_MS, type PipelineState, resolve } from "./options.js"
@@ -62,6 +62,8 @@ export interface PipelineShape {
   readonly inflight: Effect.Effect<number>
   /** By tenant: rows claimed and not settled, and claim offers its limits held back since the last call (TEN-3 metrics). */
   readonly tenantStats: Effect.Effect<{ readonly inflight: ReadonlyMap<number, number>; readonly throttled: ReadonlyMap<number, number> }>
+  /** The breaker of every destination open now: the shared sinks and the endpoint pools (memory only). */
+  readonly breakers: () => ReadonlyArray<BreakerView>
 }
 
 export class Pipeline extends Context.Service<Pipeline, PipelineShape>()("ankusa/Pipeline") {}
@@ -168,7 +170,8 @@ export const make = (input: Input) =>
       wake,
       tick,
       inflight: Effect.sync(() => state.inflight),
-      tenantStats: Effect.sync(() => ({ inflight: new Map(fair.inflight()), throttled: fair.takeThrottled() }))
+      tenantStats: Effect.sync(() => ({ inflight: new Map(fair.inflight()), throttled: fair.takeThrottled() })),
+      breakers: () => calls.destinations().map((s) => viewOf(s.options.name, s.breaker))
     } satisfies PipelineShape
   })
 

@@ -72,10 +72,16 @@ export const breakerTripsRecorder = (context: Context.Context<never>): (() => vo
   return () => series.updateUnsafe(1, context)
 }
 
+export const BREAKER_STATE = "ankusa_breaker_state"
+export const BREAKER_STATE_HELP =
+  "A destination's circuit breaker, 0 closed, 1 open, 2 half-open: every shared sink, and the top tenant endpoints by failed calls since their last success"
+
+/** The gauge's value of a breaker state. */
+export const breakerStateValue = (state: string): number => (state === "closed" ? 0 : state === "open" ? 1 : 2)
+
 /**
- * `ankusa_breaker_state{destination}` of a shared sink: 0 closed, 1 open, 2 half-open. Tenant
- * endpoints have no series of their own (an id a series would be unbounded): their trips count in
- * `ankusa_breaker_trips_total` and their attempts show in `GET …/endpoints/:id/deliveries`.
+ * `ankusa_breaker_state{destination}` of a shared sink, set as it changes. Tenant endpoints' series
+ * are the gauge tick's top (src/observability/gauges.ts), under the tenant gauges' cardinality rule.
  */
 export const breakerStateRecorder = (context: Context.Context<never>) => {
   const gauges = new Map<string, Metric.Gauge<number>>()
@@ -84,10 +90,10 @@ export const breakerStateRecorder = (context: Context.Context<never>) => {
     if (name.includes(":")) return
     let g = gauges.get(name)
     if (g === undefined) {
-      g = Metric.gauge("ankusa_breaker_state", { description: "A shared sink's circuit breaker: 0 closed, 1 open, 2 half-open", attributes: { destination: name } })
+      g = Metric.gauge(BREAKER_STATE, { description: BREAKER_STATE_HELP, attributes: { destination: name } })
       gauges.set(name, g)
     }
-    g.updateUnsafe(sink.breaker.state === "closed" ? 0 : sink.breaker.state === "open" ? 1 : 2, context)
+    g.updateUnsafe(breakerStateValue(sink.breaker.state), context)
   }
 }
 

@@ -8,6 +8,7 @@
 import { Clock, Context, Duration, Effect, Layer, Metric, Schedule } from "effect"
 import * as Counters from "../domain/counters.js"
 import * as M from "./delivery-metrics.js"
+import type { BreakerView } from "../delivery/breaker.js"
 import { Pipeline } from "../delivery/pipeline.js"
 import { Queue } from "../queue/queue.js"
 import { Tenants } from "../queue/tenants.js"
@@ -20,7 +21,7 @@ export interface GaugesOptions {
 }
 
 export const Defaults = { intervalMs: 15_000 } as const satisfies GaugesOptions
-/** Tenants reported by `ankusa_tenant_pending` (TEN-1 §4). */
+/** Tenants reported by `ankusa_tenant_pending` (TEN-1 §4); also the tenant endpoints reported by `ankusa_breaker_state`. */
 export const TOP_TENANTS = 100
 /** Active tenants, in active-index order, whose pending counter the tick reads (TEN-1 §4). */
 export const TOP_TENANTS_SCANNED = 10_000
@@ -44,6 +45,7 @@ export const make = Effect.gen(function* () {
   const queue = yield* Queue
   const tenantsApi = yield* Tenants
   const pipeline = yield* Effect.serviceOption(Pipeline)
+  const endpointBreakers = TopTenants.makeTopGauge(M.BREAKER_STATE, M.BREAKER_STATE_HELP, "destination")
 
   /** The top TOP_TENANTS of `by` (value > 0), labelled by tenant id. */
   const publishTop = (gauge: ReturnType<typeof TopTenants.makeTopGauge>, by: ReadonlyMap<number, number>) =>
@@ -68,6 +70,15 @@ export const make = Effect.gen(function* () {
       return top.map((t, i) => ({ tenant: labels[i]!, ord: t.ord, pending: t.pending }))
     })
 
+  /** The top TOP_TENANTS tenant endpoints by failed calls since their last success (or whose breaker is not closed). */
+  const publishEndpointBreakers = (views: ReadonlyArray<BreakerView>) => {
+    const top = views
+      .filter((v) => v.destination.startsWith("endpoint:") && (v.failures > 0 || v.state !== "closed"))
+      .sort((a, b) => b.failures - a.failures || (a.destination < b.destination ? -1 : 1))
+      .slice(0, TOP_TENANTS)
+    return endpointBreakers.set(top.map((v) => ({ tenant: v.destination, value: M.breakerStateValue(v.state) })))
+  }
+
   const tick = Effect.gen(function* () {
     const now = yield* Clock.currentTimeMillis
     const counters = yield* queue.aggregate
@@ -84,6 +95,7 @@ export const make = Effect.gen(function* () {
       const stats = yield* pipeline.value.tenantStats
       yield* publishTop(TopTenants.inflight, stats.inflight)
       yield* publishTop(TopTenants.throttled, stats.throttled)
+      yield* publishEndpointBreakers(pipeline.value.breakers())
     }
     return { counters, oldestDueAgeMs, tenants, top } satisfies Reading
   })

@@ -3,7 +3,8 @@
  * `ankusa_tenant_inflight{tenant}` and `ankusa_tenant_throttled{tenant}`, as of the last gauge
  * tick. Each tick replaces a gauge's whole set: the series of a tenant that left its top is removed
  * from the metric registry, so /metrics (and the registry's memory) holds at most
- * `Gauges.TOP_TENANTS` series of each over a node's life.
+ * `Gauges.TOP_TENANTS` series of each over a node's life. The same rule bounds the tenant endpoints'
+ * `ankusa_breaker_state{destination}` series.
  */
 import { Effect, Metric } from "effect"
 
@@ -20,9 +21,9 @@ export interface TenantValue {
   readonly value: number
 }
 
-/** A gauge by tenant whose reported set each `set` replaces. */
-export const makeTopGauge = (name: string, help: string) => {
-  const seriesOf = (tenant: string) => Metric.gauge(name, { description: help, attributes: { tenant } })
+/** A gauge by tenant (or by another `label`, whose value `tenant` then holds) whose reported set each `set` replaces. */
+export const makeTopGauge = (name: string, help: string, label = "tenant") => {
+  const seriesOf = (tenant: string) => Metric.gauge(name, { description: help, attributes: { [label]: tenant } })
   let shown: ReadonlyArray<TenantValue> = []
   return {
     set: (top: ReadonlyArray<TenantValue>): Effect.Effect<void> =>
