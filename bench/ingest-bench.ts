@@ -210,6 +210,8 @@ interface Cpu {
   readonly generator: number
   /** The server's threads other than the main one, by what they are (/proc comm), in ms. */
   readonly by: { readonly worker: number; readonly rocksdb: number; readonly other: number }
+  /** The same by /proc comm (ms). */
+  readonly names: ReadonlyMap<string, number>
 }
 
 /** The server's CPU (every thread, the main thread, the others by kind) and this process's (the load generator's) over `f`, in ms. */
@@ -222,14 +224,16 @@ const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, Cpu]>
   const threads1 = namedThreadsCpuMs(pid)
   const g = process.cpuUsage(generator)
   const by = { worker: 0, rocksdb: 0, other: 0 }
+  const names = new Map<string, number>()
   for (const [tid, t] of threads1) {
     if (tid === String(pid)) continue
     const ms = t.ms - (threads0.get(tid)?.ms ?? 0)
+    names.set(t.name, (names.get(t.name) ?? 0) + ms)
     if (t.name === "WorkerThread") by.worker += ms
     else if (t.name.startsWith("rocksdb")) by.rocksdb += ms
     else by.other += ms
   }
-  return [a, { all: after.all - before.all, main: after.main - before.main, generator: (g.user + g.system) / 1000, by }]
+  return [a, { all: after.all - before.all, main: after.main - before.main, generator: (g.user + g.system) / 1000, by, names }]
 }
 
 const underLoad = async (origin: string, path: string) =>
@@ -367,7 +371,8 @@ main("ingest-bench", async () => {
   )
   console.log(
     `The server's CPU a hook by thread: main ${fmt(perReq(a, a.cpu.main), 1)}, commit worker ${fmt(perReq(a, a.cpu.by.worker), 1)}, ` +
-      `RocksDB ${fmt(perReq(a, a.cpu.by.rocksdb), 1)}, V8's helpers and the rest ${fmt(perReq(a, a.cpu.by.other), 1)} µs.`
+      `RocksDB ${fmt(perReq(a, a.cpu.by.rocksdb), 1)}, V8's helpers and the rest ${fmt(perReq(a, a.cpu.by.other), 1)} µs ` +
+      `(${[...a.cpu.names].filter(([, ms]) => ms > 0).sort((x, y) => y[1] - x[1]).map(([n, ms]) => `${n} ${fmt(perReq(a, ms), 1)}`).join(", ")}).`
   )
   const all202 = Object.keys(a.load.statuses).every((s) => s === "202") && a.load.errors === 0
   const pass = floorRatio <= MAX_FLOOR_RATIO && a.load.p99Ms < TARGET_P99_MS && all202
