@@ -4,9 +4,7 @@
  * assignment, hook ids, idempotency keys and tenant ordinal allocation, and
  * the bounded tenant id → ord cache. See docs/architecture.md "The Writer".
  */
-import { Cause, Clock, Context, Data, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Semaphore } from "effect"
-import * as Dedupe from "../domain/dedupe.js"
-import * as Deliveries from "../domain/deliveries.js"
+import { Cause, Context, Data, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Semaphore } from "effect"
 import * as HookId from "../domain/hook-id.js"
 import * as Keys from "../domain/keys.js"
 import { type Op, put } from "../domain/ops.js"
@@ -21,8 +19,8 @@ import { QueuedBytes } from "./queued-bytes.js"
 import { resolveOptions, type WriterOptions } from "./writer-options.js"
 import { Wake } from "./wake.js"
 import { Endpoints } from "./endpoints.js"
-import { endpointsFanOut } from "./writer-fanout.js"
-import { type Admit, answerItem, buildHooks, invalidity, type Item, type Owner, ownersOf, refusals, refusedTenants, splitRefused } from "./writer-batch.js"
+import { type Admit, answerItem, invalidity, type Item, refusals, refusedTenants } from "./writer-batch.js"
+import { makeCommit } from "./writer-commit.js"
 import { allocateOrd } from "./writer-tenants.js"
 
 export interface IngestRequest {
@@ -120,7 +118,7 @@ export const make = (options: WriterOptions = {}) =>
     const o = yield* resolveOptions(options)
     const store = yield* Store
     const wake = yield* Wake
-    const [quota, endpoints] = [yield* quotaCheck, yield* Effect.serviceOption(Endpoints)]
+    const [quota, endpoints, metricsContext] = [yield* quotaCheck, yield* Effect.serviceOption(Endpoints), yield* Effect.context<never>()]
     // Advanced only after a commit succeeds: a failed commit allocates nothing.
     const state = yield* loadState(store)
     // `ankusa_tenants` from boot, and then from each commit that allocates (before its answers).
@@ -157,99 +155,22 @@ export const make = (options: WriterOptions = {}) =>
     const logThrown = (thrown: unknown) => (thrown === undefined ? Effect.void : Effect.logError("writer: an answer callback threw", thrown))
     const answer = (items: ReadonlyArray<Item>, exit: Exit.Exit<IngestResult, SubmitError>) =>
       Effect.suspend(() => logThrown(answerAll(items, () => exit)))
-    const fail = (items: ReadonlyArray<Item>, e: SubmitError) => answer(items, Exit.fail(e))
-    const succeed = (items: ReadonlyArray<Item>, r: IngestResult) => answer(items, Exit.succeed(r))
 
-    const commit = (items: ReadonlyArray<Item>): Effect.Effect<void, StoreError> =>
-      Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        // TEN-5 step 1: in the commit section, so no batch after the refusal holds the tenant (setRefused).
-        const [kept, erased] = splitRefused(items, state.refused)
-        for (const [it, tenant] of erased) yield* fail([it], new TenantErased({ tenant }))
-        items = kept
-
-        // Idempotency: requests sharing (tenant, key) in this batch share one hook; one multi-get finds earlier ones.
-        const { owners, keyed } = ownersOf(items)
-        const duplicates = new Set<Owner>()
-        if (keyed.length > 0) {
-          const found = yield* store.multiGet("index", keyed.map((e) => e.key))
-          for (let i = 0; i < keyed.length; i++) {
-            const first = Dedupe.live(found[i], now)
-            if (first === undefined) continue
-            duplicates.add(keyed[i]!.owner)
-            yield* succeed(keyed[i]!.owner.items, { id: first.id, seq: first.seq, duplicate: true })
-          }
-        }
-        const fresh = owners.filter((w) => !duplicates.has(w))
-
-        // TEN-1 §2: the batch's distinct tenants; a miss is one multi-get of `?n`.
-        const ords = new Map<string, number>()
-        const misses = new Set<string>()
-        for (const w of fresh) {
-          if (ords.has(w.tenant) || misses.has(w.tenant)) continue
-          const hit = cache.get(w.tenant)
-          if (hit !== undefined) ords.set(w.tenant, hit)
-          else misses.add(w.tenant)
-        }
-        const uncached = [...misses]
-        let nextOrd = state.nextOrd
-        const allocations: Array<Op> = []
-        if (uncached.length > 0) {
-          const found = yield* store.multiGet("tenants", uncached.map(Keys.tenantOrdKey))
-          uncached.forEach((tenant, i) => {
-            const v = found[i]
-            if (v !== undefined) ords.set(tenant, Keys.decodeU32(v))
-            // New tenants in first-sight order; past the cap they get nothing (an existing one is never refused).
-            else if (nextOrd <= o.tenantsMax) {
-              ords.set(tenant, nextOrd)
-              allocations.push(...TenantOrds.allocate(tenant, nextOrd))
-              nextOrd++
-            }
-          })
-        }
-
-        // TEN-2: a tenant at its queued-bytes quota is refused here, before anything of it is written.
-        const { transitions, extra, answers, refused, overQuota, nextSeq } = buildHooks(fresh, ords, {
-          fanOut: yield* endpointsFanOut(endpoints, fresh, ords),
-          nextSeq: state.nextSeq,
-          node: state.node,
-          now,
-          dedupeWindowMs: o.dedupeWindowMs,
-          admit: quota?.()
-        })
-        for (const w of refused) yield* fail(w.items, new TenantLimit({ max: o.tenantsMax }))
-        for (const [w, max] of overQuota) yield* fail(w.items, new TenantQuota({ max }))
-        if (transitions.length === 0) return
-
-        extra.push(...allocations)
-        if (nextOrd !== state.nextOrd) extra.push(TenantOrds.nextOrdOp(nextOrd))
-        // Persisted in every batch, so a seq is never reused even after its hook is reclaimed.
-        extra.push(put("default", Keys.Meta.nextSeq, Keys.encodeU64(nextSeq)))
-        const started = performance.now()
-        yield* store.write(Deliveries.batch(transitions, extra), { sync: true })
-        if (storeFailed) yield* markStore(false)
-        yield* Metric.update(WriterMetrics.commitSeconds, (performance.now() - started) / 1000)
-        yield* Metric.update(WriterMetrics.batchRequests, items.length)
-
-        state.nextSeq = nextSeq
-        if (nextOrd !== state.nextOrd) yield* Metric.update(tenantsGauge, nextOrd - 1)
-        state.nextOrd = nextOrd
-        for (const [tenant, ord] of ords) {
-          if (cache.size >= o.tenantCacheEntries && !cache.has(tenant)) cache.clear()
-          cache.set(tenant, ord)
-        }
-        // In one loop, not an effect per hook: this runs for every request of every batch.
-        let thrown: unknown = undefined
-        for (const [w, r] of answers) {
-          const exit = Exit.succeed(r)
-          // Later copies in the same batch answer as duplicates of the first.
-          const again = w.items.length > 1 ? Exit.succeed({ ...r, duplicate: true }) : exit
-          thrown ??= answerAll(w.items, (i) => (i === 0 ? exit : again))
-        }
-        yield* logThrown(thrown)
-        // New rows need not wait for the pipeline's next tick, nor for its marker scan to find their tenants.
-        yield* wake.hint(answers.map(([w]) => ords.get(w.tenant)!), now)
-      })
+    const commit = makeCommit({
+      store,
+      wake,
+      endpoints,
+      quota,
+      state,
+      cache,
+      options: o,
+      context: metricsContext,
+      answerAll,
+      logThrown,
+      storeTook: () => {
+        if (storeFailed) (storeFailed = false), WriterMetrics.storeWritable.updateUnsafe(1, metricsContext)
+      }
+    })
 
     // Every request of the batch gets an answer: a failed commit fails them all (completed ones stay completed).
     const run = (items: ReadonlyArray<Item>) =>
