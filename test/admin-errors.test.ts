@@ -40,7 +40,7 @@ describe("admin errors", () => {
         expect(many.body.message).not.toContain("h_")
 
         // A body that is not an object: what is expected, not the schema.
-        expectRefusal(yield* replay(edge, "[1,2]"), 400, "bad_body", /^body: expected a JSON object with tenant, source, from, to or ids$/)
+        expectRefusal(yield* replay(edge, "[1,2]"), 400, "bad_body", /^body: expected a JSON object with tenant, source, from, to, ids or destination$/)
         expectRefusal(yield* replay(edge, "{bad"), 400, "bad_body")
 
         // Each field names its accepted forms.

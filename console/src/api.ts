@@ -35,6 +35,18 @@ export interface Endpoint {
   readonly disabledReason: string | null
   readonly createdAt: string
   readonly updatedAt: string
+  /** Its breaker in the node's memory; null while it has no pool open there. */
+  readonly breaker: Breaker | null
+}
+
+/** A destination's circuit breaker (docs/delivery.md "Failing destinations"). */
+export interface Breaker {
+  readonly state: "closed" | "open" | "half-open"
+  readonly openUntil: string | null
+  /** Failed calls since the last 2xx. */
+  readonly failures: number
+  readonly trips: number
+  readonly lastSuccessAt: string | null
 }
 
 export interface EndpointInput {
@@ -160,6 +172,7 @@ export interface SinkStats {
   readonly mean_seconds: number | null
   /** The newest failed attempt still in the node's attempt log (memory), with a non-2xx's first 4 KiB of body. */
   readonly last_failure: { readonly at: string; readonly status: number; readonly error: string | null; readonly body: string | null } | null
+  readonly breaker: Breaker | null
 }
 
 export interface QuarantineItem {
@@ -200,6 +213,8 @@ export interface ReplayFilter {
   readonly from?: number
   readonly to?: number
   readonly ids?: ReadonlyArray<string>
+  /** A sink's name or `endpoint:<id>`. */
+  readonly destination?: string
 }
 
 export interface ReplayResult {

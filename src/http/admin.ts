@@ -122,8 +122,8 @@ export const layer = (boot: Config) => {
     const p = yield* Admin
     const body = yield* replayBody
     const requested = body.tenant === undefined ? [] : typeof body.tenant === "string" ? [body.tenant] : body.tenant
-    if (requested.length === 0 && body.source === undefined && body.from === undefined && body.to === undefined && body.ids === undefined) {
-      return yield* new BadRequest({ code: "missing_filter", message: "name at least one of tenant, source, from, to, ids" })
+    if (requested.length === 0 && body.source === undefined && body.from === undefined && body.to === undefined && body.ids === undefined && body.destination === undefined) {
+      return yield* new BadRequest({ code: "missing_filter", message: "name at least one of tenant, source, from, to, ids, destination" })
     }
     if (body.from !== undefined && body.to !== undefined && body.from > body.to) {
       return yield* new BadRequest({ code: "bad_body", message: "from: later than to" })
@@ -149,7 +149,8 @@ export const layer = (boot: Config) => {
       source: body.source ?? null,
       from: body.from ?? null,
       to: body.to ?? null,
-      ids: body.ids ?? null
+      ids: body.ids ?? null,
+      destination: body.destination ?? null
     }
     // Audited even when the filter names no tenant it may touch: the attempt is what an auditor wants.
     return yield* audited(
@@ -158,7 +159,7 @@ export const layer = (boot: Config) => {
         ? Effect.succeed({ revived: 0, scanned: 0, done: true })
         : Effect.flatMap(Replay, (r) =>
             r.replay(
-              { ords, sourceId: body.source, fromAt: body.from, toAt: body.to, seqs },
+              { ords, sourceId: body.source, fromAt: body.from, toAt: body.to, seqs, destination: body.destination },
               { chunk: config.admin.replayChunk, maxRevived: config.admin.replayMax, maxScanned: config.admin.replayScanMax }
             )
           )

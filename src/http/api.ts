@@ -130,8 +130,10 @@ export const ReplayBody = Schema.Struct({
     Schema.Array(Schema.String.annotate({ message: "expected a hook id" }))
       .annotate({ message: `expected a list of at most ${REPLAY_MAX_IDS.toLocaleString("en-US")} hook ids` })
       .check(Schema.isMaxLength(REPLAY_MAX_IDS, { message: `expected at most ${REPLAY_MAX_IDS.toLocaleString("en-US")} hook ids` }))
-  )
-}).annotate({ identifier: "ReplayFilter", message: "expected a JSON object with tenant, source, from, to or ids" })
+  ),
+  /** Only rows for this destination: a sink's name, or `endpoint:<id>`. */
+  destination: Schema.optionalKey(Schema.String.annotate({ message: "expected a sink name or endpoint:<id>" }))
+}).annotate({ identifier: "ReplayFilter", message: "expected a JSON object with tenant, source, from, to, ids or destination" })
 
 // ---------------------------------------------------------------------------
 // Answers

@@ -12,6 +12,7 @@ import type { Config } from "../domain/config.js"
 import { type Envelope, tenantOf } from "../domain/envelope.js"
 import * as HookId from "../domain/hook-id.js"
 import * as History from "../observability/history.js"
+import { Pipeline } from "../delivery/pipeline.js"
 import { sinkStats } from "../observability/sink-stats.js"
 import * as TopTenants from "../observability/top-tenants-metric.js"
 import { Queue } from "../queue/queue.js"
@@ -20,6 +21,7 @@ import { Admin, Api } from "./api.js"
 import { type AdminError, toApi } from "./api-errors.js"
 import { canSee, requireGlobal } from "./auth.js"
 import { PREVIEW_MAX_BYTES, UnknownHookError } from "./console-schemas.js"
+import { breakersNow, breakerView } from "./endpoints.js"
 
 const answer = <A, E extends AdminError, R>(effect: Effect.Effect<A, E, R>) => Effect.mapError(effect, toApi)
 
@@ -154,6 +156,8 @@ export const layer = (config: Config) =>
                 const a = log._tag === "None" ? undefined : log.value.recent(sink, ATTEMPT_LOG_PER_DESTINATION).find((x) => x.outcome === "failed")
                 return a === undefined ? null : { at: iso(a.at), status: a.status, error: a.error, body: a.body }
               }
+              const pipeline = yield* Effect.serviceOption(Pipeline)
+              const breakers = yield* breakersNow
               return {
                 since: iso(started),
                 items: items.map((s) => ({
@@ -166,7 +170,8 @@ export const layer = (config: Config) =>
                   p50_seconds: s.p50Seconds,
                   p99_seconds: s.p99Seconds,
                   mean_seconds: s.meanSeconds,
-                  last_failure: lastFailure(s.sink)
+                  last_failure: lastFailure(s.sink),
+                  breaker: pipeline._tag === "None" ? null : breakerView(breakers.get(s.sink))
                 }))
               }
             })

@@ -4,6 +4,7 @@
  * the node's recent history and the per-sink figures.
  */
 import { Schema } from "effect"
+import { BreakerStateView } from "./endpoints-api.js"
 import { Count, CounterFields } from "./schema-fields.js"
 
 export const Whoami = Schema.Struct({
@@ -88,7 +89,9 @@ export const SinksAnswer = Schema.Struct({
       /** Its newest failed attempt still in the attempt log: a non-2xx's status and first 4 KiB of body, or the error. */
       last_failure: Schema.NullOr(
         Schema.Struct({ at: Schema.String, status: Count, error: Schema.NullOr(Schema.String), body: Schema.NullOr(Schema.String) })
-      )
+      ),
+      /** Its circuit breaker and last 2xx, in this node's memory (null when the pipeline does not run here). */
+      breaker: Schema.NullOr(BreakerStateView)
     })
   )
 }).annotate({ identifier: "SinkStats" })

@@ -27,6 +27,18 @@ export const ENDPOINT_BODY_MAX_BYTES = 16 * 1024
 const tenantPath = { tenant: Schema.String }
 const endpointPath = { tenant: Schema.String, id: Schema.String }
 
+/** A destination's circuit breaker as this node holds it in memory (docs/delivery.md "Failing destinations"). */
+export const BreakerStateView = Schema.Struct({
+  state: Schema.Literals(["closed", "open", "half-open"]),
+  /** While open or half-open: when its probe is (was) due. */
+  openUntil: Schema.NullOr(Schema.String),
+  /** Failed calls since its last 2xx. */
+  failures: Count,
+  trips: Count,
+  /** Its last 2xx since this node started (or since its pool opened), else null. */
+  lastSuccessAt: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "Breaker" })
+
 /** An endpoint as answers show it: never its secret (`GET …/:id/secret` and the create answer do). */
 export const EndpointView = Schema.Struct({
   id: Schema.String,
@@ -40,7 +52,9 @@ export const EndpointView = Schema.Struct({
   disabled: Schema.Boolean,
   disabledReason: Schema.NullOr(Schema.String),
   createdAt: Schema.String,
-  updatedAt: Schema.String
+  updatedAt: Schema.String,
+  /** Its breaker on the node that answers; null while it has no pool open there (no call since, or closed by `endpoints.maxPools`). */
+  breaker: Schema.NullOr(BreakerStateView)
 }).annotate({ identifier: "Endpoint" })
 
 const Created = Schema.Struct({ ...EndpointView.fields, secret: Schema.String }).annotate({ identifier: "EndpointCreated" })

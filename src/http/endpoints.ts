@@ -11,8 +11,11 @@ import { currentOf } from "../config/live.js"
 import type { Config } from "../domain/config.js"
 import { allowList } from "../domain/config-endpoints.js"
 import * as E from "../domain/endpoints.js"
+import { endpointDestination } from "../domain/fanout.js"
 import { checkUrl } from "../domain/ssrf.js"
 import { Audit, audited } from "../lifecycle/audit.js"
+import { type BreakerView } from "../delivery/breaker.js"
+import { Pipeline } from "../delivery/pipeline.js"
 import { Endpoints } from "../queue/endpoints.js"
 import { Tenants } from "../queue/tenants.js"
 import { Writer } from "../queue/writer.js"
@@ -26,10 +29,27 @@ const answer = <A, E extends AdminError, R>(effect: Effect.Effect<A, E, R>) => E
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
-/** The answer's form of an endpoint: no secret, times in ISO 8601. */
-export const view = (tenant: string, e: E.Endpoint) => {
+/** A breaker's answer form (endpoints and the console's sinks). */
+export const breakerView = (b: BreakerView | undefined) =>
+  b === undefined
+    ? null
+    : {
+        state: b.state,
+        openUntil: b.openUntil === null ? null : iso(b.openUntil),
+        failures: b.failures,
+        trips: b.trips,
+        lastSuccessAt: b.lastSuccessAt === null ? null : iso(b.lastSuccessAt)
+      }
+
+/** The breakers the node's pipeline holds now, by destination name (none without a pipeline). */
+export const breakersNow = Effect.map(Effect.serviceOption(Pipeline), (p) =>
+  p._tag === "None" ? new Map<string, BreakerView>() : new Map(p.value.breakers().map((b) => [b.destination, b]))
+)
+
+/** The answer's form of an endpoint: no secret, times in ISO 8601, its breaker from `breakers`. */
+export const view = (tenant: string, e: E.Endpoint, breakers: ReadonlyMap<string, BreakerView>) => {
   const { secret: _secret, previousSecret: _previous, createdAt, updatedAt, ...rest } = e
-  return { ...rest, tenant, createdAt: iso(createdAt), updatedAt: iso(updatedAt) }
+  return { ...rest, tenant, createdAt: iso(createdAt), updatedAt: iso(updatedAt), breaker: breakerView(breakers.get(endpointDestination(e.id))) }
 }
 
 /** The body, read under its bound (413 past it; not JSON: 400) and decoded strictly: a refused field is 422 naming it. */
@@ -73,7 +93,8 @@ export const layer = (boot: Config) =>
       const list = (tenant: string) =>
         Effect.gen(function* () {
           const { ord } = yield* tenantOrd(tenant)
-          return { items: (yield* Effect.flatMap(Endpoints, (s) => s.list(ord))).map((e) => view(tenant, e)) }
+          const breakers = yield* breakersNow
+          return { items: (yield* Effect.flatMap(Endpoints, (s) => s.list(ord))).map((e) => view(tenant, e, breakers)) }
         })
 
       const create = (tenant: string) =>
@@ -91,13 +112,13 @@ export const layer = (boot: Config) =>
           yield* safeUrl(input.url)
           const audit = yield* stage(p.name, tenant, "endpoint.create", (e) => ({ url: e.url }))
           const made = yield* Effect.flatMap(Endpoints, (s) => s.create(ord, input, current().config.tenants.maxEndpoints, audit))
-          return { ...view(tenant, made), secret: made.secret }
+          return { ...view(tenant, made, new Map()), secret: made.secret }
         })
 
       const get = (tenant: string, id: string) =>
         Effect.gen(function* () {
           const { ord } = yield* tenantOrd(tenant)
-          return view(tenant, yield* Effect.flatMap(Endpoints, (s) => s.get(ord, id)))
+          return view(tenant, yield* Effect.flatMap(Endpoints, (s) => s.get(ord, id)), yield* breakersNow)
         })
 
       const secret = (tenant: string, id: string) =>
@@ -116,7 +137,7 @@ export const layer = (boot: Config) =>
           // The audit row names the fields changed, never a secret or a header value.
           const audit = yield* stage(p.name, tenant, "endpoint.update", () => ({ fields: Object.keys(patch) }))
           const changed = yield* Effect.flatMap(Endpoints, (s) => s.update(ord, id, patch, audit))
-          return view(tenant, changed)
+          return view(tenant, changed, yield* breakersNow)
         })
 
       const remove = (tenant: string, id: string) =>

@@ -1,6 +1,6 @@
 /**
  * Replay (`POST /v1/dlq/replay`): revive dead rows as first attempts due now,
- * filtered by tenant, source, dead-letter time range and hook, in bounded
+ * filtered by tenant, source, dead-letter time range, hook and destination, in bounded
  * synced chunks (product.md "Admin"; TEN-1 §6). Each chunk re-reads its rows
  * under the tenant's lock (`Queue.withTenant`), so a row purged or revived
  * meanwhile is never counted twice. Idempotent: a revived row is no longer
@@ -21,6 +21,8 @@ export interface ReplayFilter {
   readonly toAt?: number | undefined
   /** Only rows of these hooks (by seq). */
   readonly seqs?: ReadonlySet<number> | undefined
+  /** Only rows for this destination (a sink's name, or `endpoint:<id>`): each candidate's hook is read for its sinks. */
+  readonly destination?: string | undefined
 }
 
 export interface ReplayLimits {
@@ -72,6 +74,11 @@ export const make = Effect.gen(function* () {
           const v = K.decodeDeadValue(raw)
           return v.ord === ord && matches(f, v, c.ref)
         })
+        if (f.destination !== undefined && live.length > 0) {
+          const envs = yield* queue.envelopes([...new Set(live.map((c) => c.ref.seq))])
+          const wanted = live.filter((c) => envs.get(c.ref.seq)?.sinks[c.ref.sink] === f.destination)
+          live.splice(0, live.length, ...wanted)
+        }
         if (live.length === 0) return 0
         const rows = yield* store.multiGet("deliveries", live.map((c) => K.deliveryKey(c.ref.seq, c.ref.sink)))
         const ts = live.map((c, i) => Deliveries.revive(c.ref, ord, Deliveries.decodeRow(rows[i])?.size ?? 0, now))

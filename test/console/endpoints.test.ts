@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Locator, Page } from "playwright-core"
-import { admin, ingest, openConsole, SCOPED_TOKEN, screenshot, startSink, unavailable, until, type World, startWorld } from "./world.js"
+import { admin, GLOBAL_TOKEN, ingest, openConsole, SCOPED_TOKEN, screenshot, startSink, unavailable, until, type World, startWorld } from "./world.js"
 
 if (unavailable !== undefined) console.warn(unavailable)
 
@@ -127,6 +127,63 @@ describe.skipIf(unavailable !== undefined)("console: endpoints", { timeout: 90_0
     await poll(() => page.getByText("No endpoints yet.").isVisible()).toBe(true)
     expect((await endpointsOf(w, "umbrella")).items).toEqual([])
     await page.close()
+  })
+
+  it("an endpoint's breaker and last success are shown, and re-enabling it can replay its dead letters", async () => {
+    const receiver = await startSink("fail")
+    const call = async (method: string, route: string, body: unknown) => {
+      const r = await fetch(w.url + route, {
+        method,
+        headers: { authorization: `Bearer ${SCOPED_TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify(body)
+      })
+      expect(r.status, await r.clone().text()).toBeLessThan(300)
+      return (await r.json()) as any
+    }
+    try {
+      const made = await call("POST", "/v1/tenants/umbrella/endpoints", { url: receiver.url, description: "breaker" })
+      const deadOfOrders = (await admin(w, "/v1/dlq?tenant=umbrella&limit=500")).items.filter((i: any) => i.sink === "orders").length
+      const hooks: Array<string> = []
+      for (let i = 0; i < 4; i++) hooks.push(await ingest(w, "ep", "umbrella"))
+      // Four failed calls: its breaker counts them (closed: under breaker.minCalls).
+      await until("four failed calls", () => admin(w, `/v1/tenants/umbrella/endpoints/${made.id}`), (e) => e.breaker?.failures === 4)
+      // Disabled (as the system does, with a reason): its rows are dead-lettered as their retries come due.
+      await call("PATCH", `/v1/tenants/umbrella/endpoints/${made.id}`, { disabled: true, disabledReason: "failing without a success since then" })
+      const deadIds = async () => (await admin(w, "/v1/dlq?tenant=umbrella&limit=500")).items.map((i: any) => i.id as string)
+      await until("its rows dead", deadIds, (ids) => hooks.every((h) => ids.includes(h)), 30_000)
+
+      const page = await openConsole(w, SCOPED_TOKEN)
+      await page.goto(`${w.url}/ui/#/tenants/umbrella/endpoints`)
+      const row = page.locator(`[data-endpoint="${made.id}"]`)
+      await poll(() => row.locator("[data-status]").textContent()).toBe("disabled: failing without a success since then")
+      expect(await row.locator('[data-col="breaker"]').textContent()).toBe("closed, 4 failed since the last success")
+      expect(await row.locator('[data-col="last-success"]').textContent()).toBe("none since its pool opened")
+      await screenshot(page, "endpoints-breaker")
+
+      // Enabled with its dead letters replayed: the receiver, healthy now, gets each of them.
+      receiver.mode = "ok"
+      await row.getByLabel("also replay its dead letters").check()
+      await row.getByRole("button", { name: "Enable" }).click()
+      await poll(() => page.getByRole("status").filter({ hasText: "Enabled" }).textContent()).toBe("Enabled; its dead letters replayed.")
+      await poll(() => row.locator("[data-status]").textContent()).toBe("enabled")
+      await expect.poll(() => hooks.filter((h) => receiver.calls.some((c) => c.id === h && c.status === 204)).length, { timeout: 30_000 }).toBe(4)
+      // Only the endpoint's rows: the tenant's dead rows of the sink `orders` stay dead.
+      expect((await admin(w, "/v1/dlq?tenant=umbrella&limit=500")).items.filter((i: any) => i.sink === "orders").length).toBe(deadOfOrders)
+      await page.reload()
+      await poll(() => row.locator('[data-col="breaker"]').textContent()).toBe("closed")
+      expect(await row.locator('[data-col="last-success"]').textContent()).not.toBe("none since its pool opened")
+
+      // The Sinks page (a global token) shows each shared sink's breaker and last success.
+      const ops = await openConsole(w, GLOBAL_TOKEN)
+      await ops.goto(`${w.url}/ui/#/sinks`)
+      const orders = ops.locator('tr[data-sink="orders"]')
+      await poll(() => orders.locator('[data-col="breaker"]').textContent()).toMatch(/^(closed|open|half-open)/)
+      expect(await orders.locator('[data-col="last-success"]').count()).toBe(1)
+      await ops.close()
+      await page.close()
+    } finally {
+      await receiver.close()
+    }
   })
 
   it("a portal URL signs in to its tenant's endpoints page alone", async () => {

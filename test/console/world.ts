@@ -2,7 +2,7 @@
  * The world of the console tests: a real gateway (`node bin/ankusa.js serve`, the build in
  * dist/, console included) on RocksDB in a temp dir, two real sinks on 127.0.0.1 (`orders`,
  * dead-lettered after one failed attempt, and `parked`, which always answers 503 and retries in
- * an hour), and Debian's Chromium driven by playwright-core with a fresh profile.
+ * an hour; the source `ep` routes to tenant endpoints), and Debian's Chromium driven by playwright-core with a fresh profile.
  */
 import * as fs from "node:fs"
 import { createServer, type Server } from "node:http"
@@ -78,7 +78,8 @@ export const startWorld = async (): Promise<World> => {
     config: {
       sources: [
         { id: "shop", tenant: { header: "x-tenant" }, routes: ["orders"] },
-        { id: "slow", tenant: { header: "x-tenant" }, routes: ["parked"] }
+        { id: "slow", tenant: { header: "x-tenant" }, routes: ["parked"] },
+        { id: "ep", tenant: { header: "x-tenant" }, routes: ["tenant-endpoints"] }
       ],
       sinks: [
         { name: "orders", url: orders.url, timeoutMs: 2_000, retry: { delaysMs: [], jitter: 0 } },
@@ -132,7 +133,7 @@ export const startWorld = async (): Promise<World> => {
 }
 
 /** POST a hook; its id. */
-export const ingest = async (w: World, source: "shop" | "slow", tenant: string, body: unknown = { n: Math.random() }): Promise<string> => {
+export const ingest = async (w: World, source: "shop" | "slow" | "ep", tenant: string, body: unknown = { n: Math.random() }): Promise<string> => {
   const r = await fetch(`${w.url}/v1/hooks/${source}`, {
     method: "POST",
     headers: { "content-type": "application/json", "x-tenant": tenant },

@@ -13,6 +13,7 @@ import { Activity } from "../components/endpoint-activity.js"
 import { Loading, Note, Problem } from "../components/status.js"
 import * as F from "../format.js"
 import { useLoad } from "../load.js"
+import { breakerText } from "./sinks.js"
 import { href } from "../route.js"
 
 interface Draft {
@@ -114,11 +115,18 @@ const EndpointForm = ({ initial, submit, label, onCancel }: {
   )
 }
 
+/** Enable, then (if asked) replay the endpoint's dead letters: they are delivered to it again. */
+const enable = async (tenant: string, id: string, replayDead: boolean) => {
+  await api.updateEndpoint(tenant, id, { disabled: false })
+  if (replayDead) await api.replay({ tenant, destination: `endpoint:${id}` })
+}
+
 const Row = ({ tenant, e, onChanged }: { readonly tenant: string; readonly e: Endpoint; readonly onChanged: (note: string) => void }) => {
   const [editing, setEditing] = useState(false)
   const [deleting, setDeleting] = useState(false)
   const [secret, setSecret] = useState<string | undefined>()
   const [error, setError] = useState<Error | undefined>()
+  const [replayDead, setReplayDead] = useState(false)
   const act = (f: () => Promise<unknown>, note: string) => async () => {
     setError(undefined)
     try {
@@ -136,15 +144,24 @@ const Row = ({ tenant, e, onChanged }: { readonly tenant: string; readonly e: En
         <span class="mono">{e.id}</span> · {e.eventTypes.length === 0 ? "every event" : e.eventTypes.join(", ")} ·{" "}
         <strong data-status>{e.disabled ? `disabled${e.disabledReason === null ? "" : `: ${e.disabledReason}`}` : "enabled"}</strong>
       </p>
+      <p data-breaker>
+        Breaker: <span data-col="breaker">{breakerText(e.breaker)}</span> · last success:{" "}
+        <span data-col="last-success">{e.breaker?.lastSuccessAt == null ? "none since its pool opened" : F.time(e.breaker.lastSuccessAt)}</span>
+      </p>
       <p class="muted">
         {e.ratePerSec === 0 ? "no rate limit" : `${F.rate(e.ratePerSec)} deliveries/s`} · concurrency {e.concurrency} · updated{" "}
         {F.time(e.updatedAt)}
       </p>
       <div class="row">
         <button type="button" onClick={() => setEditing(!editing)}>Edit</button>
-        <button type="button" onClick={act(() => api.updateEndpoint(tenant, e.id, { disabled: !e.disabled }), e.disabled ? "Enabled." : "Disabled.")}>
+        <button type="button" onClick={act(() => (e.disabled ? enable(tenant, e.id, replayDead) : api.updateEndpoint(tenant, e.id, { disabled: true })), e.disabled ? (replayDead ? "Enabled; its dead letters replayed." : "Enabled.") : "Disabled.")}>
           {e.disabled ? "Enable" : "Disable"}
         </button>
+        {e.disabled && (
+          <label>
+            <input type="checkbox" checked={replayDead} onChange={(ev) => setReplayDead(ev.currentTarget.checked)} /> also replay its dead letters
+          </label>
+        )}
         <button type="button" onClick={act(async () => setSecret((await api.endpointSecret(tenant, e.id)).secret), "")}>Reveal secret</button>
         <button type="button" class="danger" onClick={() => setDeleting(true)}>Delete…</button>
       </div>

@@ -1,8 +1,14 @@
 /** Sinks: each sink's delivery outcomes and call latency since the process started (`GET /v1/stats/sinks`). */
-import { api, type Principal } from "../api.js"
+import { api, type Breaker, type Principal } from "../api.js"
 import { Loading, Problem } from "../components/status.js"
 import * as F from "../format.js"
 import { useLoad } from "../load.js"
+
+/** A breaker's state, its failed calls since the last success, and when an open one probes. */
+export const breakerText = (b: Breaker | null) =>
+  b === null
+    ? "–"
+    : `${b.state}${b.failures > 0 ? `, ${F.count(b.failures)} failed since the last success` : ""}${b.openUntil === null ? "" : `, probe at ${F.time(b.openUntil)}`}`
 
 const Table = () => {
   const stats = useLoad(api.sinks, [], 10_000)
@@ -21,6 +27,8 @@ const Table = () => {
               <th scope="col" class="num">p50</th>
               <th scope="col" class="num">p99</th>
               <th scope="col" class="num">Mean</th>
+              <th scope="col">Breaker</th>
+              <th scope="col">Last success</th>
               <th scope="col">Last failure</th>
             </tr>
           </thead>
@@ -35,6 +43,8 @@ const Table = () => {
                 <td class="num">{F.duration(s.p50_seconds)}</td>
                 <td class="num">{F.duration(s.p99_seconds)}</td>
                 <td class="num">{F.duration(s.mean_seconds)}</td>
+                <td data-col="breaker">{breakerText(s.breaker)}</td>
+                <td data-col="last-success">{s.breaker?.lastSuccessAt == null ? "–" : F.time(s.breaker.lastSuccessAt)}</td>
                 <td data-col="last-failure" title={s.last_failure?.body ?? undefined}>
                   {s.last_failure === null
                     ? "–"
@@ -49,7 +59,8 @@ const Table = () => {
       </div>
       <p class="muted">
         Since the node started ({F.time(stats.data.since)}). Latency is one sink call, start to answer or error; p50 and p99 are
-        estimated from the histogram's buckets. The last failure is the newest failed call the node still remembers (its status
+        estimated from the histogram's buckets. The breaker and the last success are in the node's memory (a restart starts every
+        breaker closed). The last failure is the newest failed call the node still remembers (its status
         and the first 4 KiB of the answer's body, or why there was no answer).
       </p>
     </>
