@@ -55,7 +55,7 @@ describe("admin errors", () => {
         // An unknown field: named (cut), with the fields there are.
         const key = "k".repeat(10_000)
         const unknown = yield* replay(edge, JSON.stringify({ [key]: 1 }))
-        expectRefusal(unknown, 400, "bad_body", /not a field; expected one of tenant, source, from, to, ids$/)
+        expectRefusal(unknown, 400, "bad_body", /not a field; expected one of tenant, source, from, to, ids, destination$/)
         expect(unknown.body.message.startsWith(`${"k".repeat(64)}…: `)).toBe(true)
 
         // One offending value, cut: a 5,000-character "id" that is no hook id.
