@@ -37,6 +37,13 @@ export const allocate = (tenantId: string, ord: number): ReadonlyArray<Op> => [
 
 export const nextOrdOp = (nextOrd: number): Op => put("default", Meta.nextOrd, encodeU32(nextOrd))
 
+/** No lone surrogate, so the id round-trips through UTF-8 (ES2024's String#isWellFormed; the ES2023 lib does not declare it). */
+const wellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed()
+
 /** A valid tenant id: non-empty UTF-8 without NUL (dedupe keys use NUL as separator), bounded length. */
 export const validTenantId = (id: string): boolean =>
-  id.length > 0 && !id.includes("\u0000") && Buffer.byteLength(id, "utf8") <= MAX_TENANT_ID_BYTES && Buffer.from(id, "utf8").toString("utf8") === id
+  id.length > 0 &&
+  !id.includes("\u0000") &&
+  wellFormed(id) &&
+  // A UTF-16 unit is at most 3 UTF-8 bytes: short ids need no count.
+  (id.length * 3 <= MAX_TENANT_ID_BYTES || Buffer.byteLength(id, "utf8") <= MAX_TENANT_ID_BYTES)
