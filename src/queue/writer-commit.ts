@@ -40,7 +40,7 @@ export interface CommitDeps {
   readonly answerAll: (items: ReadonlyArray<Item>, exit: (i: number) => Exit.Exit<IngestResult, SubmitError>) => unknown
   readonly logThrown: (thrown: unknown) => Effect.Effect<void>
   /** After a successful write, before its answers: clears the store's failed mark, if set. */
-  readonly storeTook: () => void
+  readonly storeTook: () => unknown
 }
 
 const answerAs = (exit: Exit.Exit<IngestResult, SubmitError>) => () => exit

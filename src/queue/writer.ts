@@ -156,21 +156,8 @@ export const make = (options: WriterOptions = {}) =>
     const answer = (items: ReadonlyArray<Item>, exit: Exit.Exit<IngestResult, SubmitError>) =>
       Effect.suspend(() => logThrown(answerAll(items, () => exit)))
 
-    const commit = makeCommit({
-      store,
-      wake,
-      endpoints,
-      quota,
-      state,
-      cache,
-      options: o,
-      context: metricsContext,
-      answerAll,
-      logThrown,
-      storeTook: () => {
-        if (storeFailed) (storeFailed = false), WriterMetrics.storeWritable.updateUnsafe(1, metricsContext)
-      }
-    })
+    const storeTook = () => storeFailed && ((storeFailed = false), WriterMetrics.storeWritable.updateUnsafe(1, metricsContext))
+    const commit = makeCommit({ store, wake, endpoints, quota, state, cache, options: o, context: metricsContext, answerAll, logThrown, storeTook })
 
     // Every request of the batch gets an answer: a failed commit fails them all (completed ones stay completed).
     const run = (items: ReadonlyArray<Item>) =>
