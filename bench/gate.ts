@@ -22,6 +22,7 @@ export const BENCHES: ReadonlyArray<{ readonly name: string; readonly optional?:
   { name: "delivery-bench" },
   { name: "noisy-neighbour" },
   { name: "endpoint-fanout" },
+  { name: "breaker-bench" },
   { name: "migration-bench" },
   { name: "memory" },
   { name: "soak", optional: true }

@@ -11,6 +11,10 @@
  * connections accepted; the most open at once (over keep-alive HTTP/1.1, the
  * concurrency the client used).
  *
+ * `--hold` answers `--status` like a sink, except while holding (from the start, and after
+ * `GET /_hold`): requests then wait unanswered until `GET /_release` answers them all and ends the
+ * hold (bench/breaker-bench.ts queues a backlog so, then measures its drain).
+ *
  * It runs in its own process (bench/lib/server-process.ts): `startTarget` spawns it.
  */
 import { createServer } from "node:http"
@@ -28,12 +32,17 @@ export interface Target {
   readonly pid: number
   readonly stats: () => Promise<TargetStats>
   readonly close: () => Promise<void>
+  /** `hold` mode: answer every held request and stop holding; hold again. */
+  readonly release: () => Promise<void>
+  readonly hold: () => Promise<void>
 }
 
 export interface TargetOptions {
   /** Status of every POST answer (ignored with `hang`). */
   readonly status?: number
   readonly hang?: boolean
+  /** Hold every answer until `release()`; `hold()` starts holding again. */
+  readonly hold?: boolean
 }
 
 /** The answer a bare ingest gives: a small JSON body, as the gateway's 202 has. */
@@ -46,7 +55,17 @@ const serve = (o: TargetOptions) => {
   let connections = 0
   let open = 0
   let maxOpen = 0
+  let holding = o.hold === true
+  let held: Array<() => void> = []
   const server = createServer((req, res) => {
+    if (req.method === "GET" && (req.url === "/_release" || req.url === "/_hold")) {
+      holding = req.url === "/_hold"
+      const answers = held
+      held = []
+      for (const answer of answers) answer()
+      res.writeHead(204).end()
+      return
+    }
     if (req.method === "GET" && req.url === "/_stats") {
       res.writeHead(200, { "content-type": "application/json" })
       res.end(JSON.stringify({ requests, maxConcurrent, connections, maxOpen } satisfies TargetStats))
@@ -65,11 +84,13 @@ const serve = (o: TargetOptions) => {
         res.writeHead(202, { "content-type": "application/json", "content-length": BODY_202.length }).end(BODY_202)
         return
       }
-      // A sink answers on the next turn, so requests that arrived in the same turn overlap (and count).
-      setImmediate(() => {
+      const answer = () => {
         concurrent--
         res.writeHead(status, { "content-length": 0 }).end()
-      })
+      }
+      // A sink answers on the next turn, so requests that arrived in the same turn overlap (and count).
+      if (holding) held.push(answer)
+      else setImmediate(answer)
     })
     req.on("close", () => {
       if (o.hang === true) concurrent--
@@ -85,8 +106,10 @@ const serve = (o: TargetOptions) => {
 
 /** Spawn the server in its own process and wait until it listens. */
 export const startTarget = async (o: TargetOptions): Promise<Target> => {
-  const p = await spawnServer(import.meta.url, o.hang === true ? ["--hang"] : ["--status", String(o.status ?? 204)], "target server")
-  return { ...p, stats: () => fetch(`${p.url}/_stats`).then((r) => r.json() as Promise<TargetStats>) }
+  const args = o.hang === true ? ["--hang"] : ["--status", String(o.status ?? 204), ...(o.hold === true ? ["--hold"] : [])]
+  const p = await spawnServer(import.meta.url, args, "target server")
+  const get = (path: string) => fetch(`${p.url}${path}`).then((r) => void r.body?.cancel())
+  return { ...p, stats: () => fetch(`${p.url}/_stats`).then((r) => r.json() as Promise<TargetStats>), release: () => get("/_release"), hold: () => get("/_hold") }
 }
 
-if (servesHere(import.meta.url)) serve({ hang: process.argv.includes("--hang"), status: numberArg("--status", 204) })
+if (servesHere(import.meta.url)) serve({ hang: process.argv.includes("--hang"), hold: process.argv.includes("--hold"), status: numberArg("--status", 204) })
