@@ -15,6 +15,8 @@
  * the seconds from the release until the last of them arrived. On FAILING the refused endpoints'
  * rows are called, fail, and their breakers open (breaker.minCalls 10 at 0.7) while the backlog
  * is queued; they stay parked behind the breakers, probing after breaker.openMs, during the drain.
+ * Before the runs, HOOKS hooks for each refused tenant open every refused endpoint's breaker
+ * (ankusa_breaker_trips_total reaches FAILING): the runs measure the failing state, not its onset.
  *
  * Pass: FAILING's healthy delivery rate >= MIN_RATE_RATIO x BASELINE's (each summed over its
  * runs), every ingest answer a 202, and every healthy hook delivered once (the sink's requests and
@@ -168,6 +170,18 @@ main("breaker-bench", async () => {
       nodes.push({ kind, server, sink, tenants })
       log(`${kind}: ankusa serve pid ${server.pid}, ${int(ok.length)} healthy endpoints${bad.length > 0 ? ` and ${int(bad.length)} refusing connections` : ""}`)
     }
+    // The failing state, not its onset: the refused endpoints' breakers open before the runs.
+    const failingNode = nodes.find((n) => n.kind === "failing")!
+    const refusedTenants = failingNode.tenants.filter((t) => t.startsWith("failing-"))
+    const warm = await queueHooks({ origin: failingNode.server.url, connections: CONNECTIONS, count: HOOKS * FAILING, request: hookRequests(failingNode.server.url, refusedTenants) })
+    if (warm.statuses["202"] !== HOOKS * FAILING) throw new Error(`warm-up: ${JSON.stringify(warm.statuses)}`)
+    const tripsOf = async () => metricValue(await fetch(`${failingNode.server.url}/metrics`).then((r) => r.text()), "ankusa_breaker_trips_total") ?? 0
+    const warmed = performance.now()
+    while ((await tripsOf()) < FAILING) {
+      if (performance.now() - warmed > DRAIN_TIMEOUT_MS) throw new Error(`warm-up: ${await tripsOf()} of ${FAILING} breakers open`)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    log(`failing: every refused endpoint's breaker open after ${fmt((performance.now() - warmed) / 1000, 1)} s (${int(HOOKS * FAILING)} hooks for them)`)
     const runs: Array<Run> = []
     const deliveredSoFar = new Map<Kind, number>([["baseline", 0], ["failing", 0]])
     for (let pair = 1; pair <= PAIRS; pair++) {
@@ -179,7 +193,6 @@ main("breaker-bench", async () => {
         runs.push(r)
       }
     }
-    const failingNode = nodes.find((n) => n.kind === "failing")!
     const metrics = await fetch(`${failingNode.server.url}/metrics`).then((r) => r.text())
     const trips = metricValue(metrics, "ankusa_breaker_trips_total") ?? 0
     const retried = metricValue(metrics, 'ankusa_delivery_outcomes_total{sink="tenant-endpoints",outcome="retried"}') ?? 0
