@@ -1,9 +1,13 @@
 /**
  * Issue 6 `bench/delivery-bench`: HOOKS queued hooks (one sink each, 1 KiB
  * bodies, 100 tenants, all due) drained by the real pipeline
- * (src/delivery/pipeline.ts on the RocksDB store, its node:http sink client) to
+ * (src/delivery/pipeline.ts on the RocksDB store, its own HTTP/1.1 sink client) to
  * a local sink in its own process answering 204 (bench/lib/target-server.ts).
- * Prints deliveries/s (first tick to the last outcome committed), the sink's
+ * WARMUP more rows are queued and delivered first, on the same pipeline (its
+ * code compiled, as the bare loop's warm-up calls do for the bare loop); the
+ * measured window runs from their end to the last outcome committed, and the
+ * whole drain from its first tick is printed beside it.
+ * Prints deliveries/s (the measured window), the sink's
  * observed maximum concurrency, the TCP connections the sink accepted (a
  * client that reuses its keep-alive connections opens about as many as its
  * concurrency), and the pipeline settings of each run.
@@ -26,9 +30,9 @@
  * the two bare loops in the same run) needs every row delivered, none dead,
  * deliveries/s >= MIN_RATIO x the bare calls/s, and the CPU a delivery (all
  * threads) <= MAX_CPU_RATIO x the bare CPU a call.
- * `--profile DIR`: a V8 CPU profile of the main thread over each drain alone
+ * `--profile DIR`: a V8 CPU profile of the main thread over each measured window
  * (node:inspector), written to DIR as `<run>.cpuprofile`.
- * Run: npx tsx bench/delivery-bench.ts [--quick] [--hooks N] [--trace] [--profile DIR]
+ * Run: npx tsx bench/delivery-bench.ts [--quick] [--hooks N] [--warmup N] [--trace] [--profile DIR]
  */
 import { Duration, Effect, Layer } from "effect"
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -49,6 +53,8 @@ import { bareClientLoop, type BareResult, mainThreadCpuUs } from "./lib/bare-cli
 import { startTarget, type Target } from "./lib/target-server.js"
 
 const HOOKS = arg("hooks", quick ? 10_000 : 50_000)
+/** Rows delivered before the measured window opens (`--warmup`), on the same pipeline: its code compiled, as the bare loop's warm-up does for it. */
+const WARMUP = arg("warmup", quick ? 2_000 : 10_000)
 /** `--trace`: log the aggregate counters and RSS every second of a drain. */
 const TRACE = process.argv.includes("--trace")
 const PROFILE_DIR = process.argv.includes("--profile") ? process.argv[process.argv.indexOf("--profile") + 1] : undefined
@@ -83,17 +89,17 @@ const run = (s: Settings, sink: Target) =>
       const store = yield* makeRocksDbStore(dir.path)
       const b = yield* builder(store, { sinks: ["sink"], bodyBytes: BODY_BYTES })
       const ords = Array.from({ length: TENANTS }, (_, i) => i + 1)
-      yield* b.add(dueHooks(ords, HOOKS, Date.now() - 1_000, 60_000))
+      yield* b.add(dueHooks(ords, WARMUP + HOOKS, Date.now() - 1_000, 60_000))
       const before = yield* Effect.promise(() => sink.stats())
       const base = Layer.succeed(Store, store)
       const queueLayer = QueueLayer.layer.pipe(Layer.provide(base))
       const queue = yield* Effect.provide(Queue, queueLayer)
-      log(`delivery-bench ${s.name}: ${int(HOOKS)} hooks queued; draining`)
-      const profiler = PROFILE_DIR === undefined ? undefined : yield* Effect.promise(() => startProfile())
-      const threads0 = namedThreadsCpuMs()
-      const started = performance.now()
-      const cpu0 = process.cpuUsage()
-      const main0 = mainThreadCpuUs()
+      log(`delivery-bench ${s.name}: ${int(WARMUP + HOOKS)} hooks queued (${int(WARMUP)} to warm up); draining`)
+      const whole = snapshot()
+      // The measured window opens once the warm-up's rows are delivered: the pipeline that drains
+      // the measured rows is the one the warm-up ran, its code compiled, as the bare loop's is.
+      let warm: { readonly at: Snapshot; readonly left: number; readonly dead: number } | undefined
+      let profiler: ((file: string) => Promise<void>) | undefined
       const drained = yield* Effect.scoped(
         Effect.gen(function* () {
           yield* Layer.build(
@@ -106,33 +112,33 @@ const run = (s: Settings, sink: Target) =>
           let lastLog = performance.now()
           for (;;) {
             const c = yield* queue.aggregate
+            const left = c.pending + c.scheduled + c.inflight
+            if (warm === undefined && WARMUP + HOOKS - left - c.dead >= WARMUP) {
+              if (PROFILE_DIR !== undefined) profiler = yield* Effect.promise(() => startProfile())
+              warm = { at: snapshot(), left, dead: c.dead }
+              log(`delivery-bench ${s.name}: warm-up delivered; measuring the other ${int(left)} rows`)
+            }
             if (TRACE && performance.now() - lastLog > 1000) {
               lastLog = performance.now()
               log(`${JSON.stringify(c)} rss ${mib(process.memoryUsage.rss())}`)
             }
-            if (c.pending + c.scheduled + c.inflight === 0) return { ok: true, counters: c }
-            if (performance.now() - started > DRAIN_TIMEOUT_MS) return { ok: false, counters: c }
+            if (left === 0) return { ok: true, counters: c }
+            if (performance.now() - whole.at > DRAIN_TIMEOUT_MS) return { ok: false, counters: c }
             yield* Effect.sleep(Duration.millis(POLL_MS))
           }
         })
       )
-      const seconds = (performance.now() - started) / 1000
-      const cpu = process.cpuUsage(cpu0)
-      const main1 = mainThreadCpuUs()
-      const threads = threadSplit(threads0, namedThreadsCpuMs())
-      if (profiler !== undefined) yield* Effect.promise(() => profiler(join(PROFILE_DIR!, `${s.name}.cpuprofile`)))
+      const end = snapshot()
+      if (profiler !== undefined) yield* Effect.promise(() => profiler!(join(PROFILE_DIR!, `${s.name}.cpuprofile`)))
       const after = yield* Effect.promise(() => sink.stats())
       const left = drained.counters.pending + drained.counters.scheduled + drained.counters.inflight
+      const from = warm ?? { at: end, left, dead: drained.counters.dead }
+      const measured = windowOf(from.at, end, from.left - left - (drained.counters.dead - from.dead))
       return {
         settings: s,
-        seconds,
-        rate: (HOOKS - left - drained.counters.dead) / seconds,
-        // This process's CPU (all threads: the event loop, the commit worker, RocksDB's) a delivery.
-        cpuUsPerDelivery: (cpu.user + cpu.system) / Math.max(1, HOOKS - left - drained.counters.dead),
-        // The main thread's alone (the event loop: the tick, the sink calls, the committer's posts).
-        mainCpuUsPerDelivery: main0 === undefined || main1 === undefined ? undefined : (main1 - main0) / Math.max(1, HOOKS - left - drained.counters.dead),
-        // µs a delivery by thread: main, the commit worker, RocksDB's, the rest.
-        threads: perDelivery(threads, HOOKS - left - drained.counters.dead),
+        ...measured,
+        // The whole drain from its first tick, warm-up included (printed, not gated).
+        cold: windowOf(whole, end, WARMUP + HOOKS - left - drained.counters.dead),
         drained: drained.ok,
         dead: drained.counters.dead,
         left,
@@ -161,6 +167,32 @@ const startProfile = async () => {
 }
 
 type Threads = ReturnType<typeof namedThreadsCpuMs>
+
+interface Snapshot {
+  readonly at: number
+  readonly cpu: NodeJS.CpuUsage
+  readonly main: number | undefined
+  readonly threads: Threads
+}
+
+const snapshot = (): Snapshot => ({ at: performance.now(), cpu: process.cpuUsage(), main: mainThreadCpuUs(), threads: namedThreadsCpuMs() })
+
+/** Deliveries/s and CPU a delivery (all threads, the main thread, by thread) between two snapshots. */
+const windowOf = (from: Snapshot, to: Snapshot, deliveries: number) => {
+  const n = Math.max(1, deliveries)
+  const seconds = (to.at - from.at) / 1000
+  return {
+    seconds,
+    deliveries,
+    rate: deliveries / seconds,
+    // This process's CPU (all threads: the event loop, the commit worker, RocksDB's) a delivery.
+    cpuUsPerDelivery: (to.cpu.user + to.cpu.system - from.cpu.user - from.cpu.system) / n,
+    // The main thread's alone (the event loop: the tick, the sink calls, the committer's posts).
+    mainCpuUsPerDelivery: from.main === undefined || to.main === undefined ? undefined : (to.main - from.main) / n,
+    // µs a delivery by thread: main, the commit worker, RocksDB's, the rest.
+    threads: perDelivery(threadSplit(from.threads, to.threads), n)
+  }
+}
 
 /** CPU ms between two readings: the main thread, worker threads (the commit worker), RocksDB's (`rocksdb:*`), the rest (V8's helpers, libuv). */
 const threadSplit = (before: Threads, after: Threads) => {
@@ -218,7 +250,7 @@ main("delivery-bench", async () => {
     }
   }
   table(
-    ["run", "tickMs", "maxInflight", "sink concurrency", "deliveries/s", "bare calls/s (before, after)", "ratio", "CPU µs a delivery (bare a call: before, after)", "main thread µs (bare)", "threads µs: main, commit worker, RocksDB, other", "seconds", "sink requests", "sink max concurrent", "sink connections (max open)", "dead", "left"],
+    ["run", "tickMs", "maxInflight", "sink concurrency", "deliveries/s", "bare calls/s (before, after)", "ratio", "CPU µs a delivery (bare a call: before, after)", "main thread µs (bare)", "threads µs: main, commit worker, RocksDB, other", "seconds", "whole drain with warm-up: /s, CPU µs", "sink requests", "sink max concurrent", "sink connections (max open)", "dead", "left"],
     results.map((r) => [
       r.settings.name,
       int(r.settings.tickMs),
@@ -231,6 +263,7 @@ main("delivery-bench", async () => {
       r.mainCpuUsPerDelivery === undefined || r.bare.mainCpuUsPerCall === undefined ? "-" : `${fmt(r.mainCpuUsPerDelivery, 0)} (${fmt(r.bare.mainCpuUsPerCall, 0)})`,
       [r.threads.main, r.threads.worker, r.threads.rocksdb, r.threads.other].map((x) => fmt(x, 1)).join(", "),
       fmt(r.seconds, 1),
+      `${int(r.cold.rate)}, ${fmt(r.cold.cpuUsPerDelivery, 0)}`,
       int(r.sinkRequests),
       int(r.sinkMaxConcurrent),
       `${int(r.sinkConnections)} (${int(r.sinkMaxOpen)})`,
