@@ -54,7 +54,7 @@ import { startTarget, type Target } from "./lib/target-server.js"
 
 const HOOKS = arg("hooks", quick ? 10_000 : 50_000)
 /** Rows delivered before the measured window opens (`--warmup`), on the same pipeline: its code compiled, as the bare loop's warm-up does for it. */
-const WARMUP = arg("warmup", quick ? 2_000 : 10_000)
+const WARMUP = arg("warmup", quick ? 5_000 : 25_000)
 /** `--trace`: log the aggregate counters and RSS every second of a drain. */
 const TRACE = process.argv.includes("--trace")
 const PROFILE_DIR = process.argv.includes("--profile") ? process.argv[process.argv.indexOf("--profile") + 1] : undefined
