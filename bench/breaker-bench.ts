@@ -102,8 +102,9 @@ const hookRequests = (origin: string, tenants: ReadonlyArray<string>) => {
   return tenants.map((t) => rawPost("/v1/hooks/bench", host, { "content-type": "application/json", "x-tenant": t }, body))
 }
 
-const delivered = async (server: ServeChild) =>
-  metricValue(await fetch(`${server.url}/metrics`).then((r) => r.text()), 'ankusa_delivery_outcomes_total{sink="tenant-endpoints",outcome="delivered"}') ?? 0
+const outcome = async (server: ServeChild, kind: "delivered" | "retried") =>
+  metricValue(await fetch(`${server.url}/metrics`).then((r) => r.text()), `ankusa_delivery_outcomes_total{sink="tenant-endpoints",outcome="${kind}"}`) ?? 0
+const delivered = (server: ServeChild) => outcome(server, "delivered")
 
 interface Run {
   readonly kind: Kind
@@ -114,6 +115,9 @@ interface Run {
   readonly healthyHooks: number
   readonly seconds: number
   readonly rate: number
+  /** The node's breaker trips and refused calls (retried outcomes) when the run ended. */
+  readonly trips: number
+  readonly refused: number
 }
 
 /** Queue HOOKS hooks a tenant while the sink holds its answers, release, and time the healthy drain. */
@@ -146,7 +150,9 @@ const measure = async (node: Node, pair: number, deliveredSoFar: number): Promis
     await new Promise((r) => setTimeout(r, 50))
   }
   if (got !== healthyHooks) throw new Error(`${node.kind} pair ${pair}: ${got} deliveries counted, ${healthyHooks} healthy hooks queued`)
-  return { kind: node.kind, pair, queued: count, queueSeconds: queued.seconds, answers: queued.statuses, healthyHooks, seconds, rate: healthyHooks / seconds }
+  const trips = metricValue(await fetch(`${node.server.url}/metrics`).then((r) => r.text()), "ankusa_breaker_trips_total") ?? 0
+  const refused = await outcome(node.server, "retried")
+  return { kind: node.kind, pair, queued: count, queueSeconds: queued.seconds, answers: queued.statuses, healthyHooks, seconds, rate: healthyHooks / seconds, trips, refused }
 }
 
 main("breaker-bench", async () => {
@@ -199,7 +205,7 @@ main("breaker-bench", async () => {
 
     console.log(`\n${int(HEALTHY)} healthy endpoints in both, ${int(FAILING)} refusing connections on FAILING; ${HOOKS} hooks a tenant a run, ${BODY_BYTES} B bodies; ${PAIRS} pairs`)
     table(
-      ["pair", "node", "hooks queued", "queue s", "healthy deliveries", "drain s", "deliveries/s", "answers"],
+      ["pair", "node", "hooks queued", "queue s", "healthy deliveries", "drain s", "deliveries/s", "trips, refused calls so far", "answers"],
       runs.map((r) => [
         String(r.pair),
         r.kind,
@@ -208,6 +214,7 @@ main("breaker-bench", async () => {
         int(r.healthyHooks),
         fmt(r.seconds, 2),
         int(r.rate),
+        `${int(r.trips)}, ${int(r.refused)}`,
         Object.entries(r.answers).map(([s, n]) => `${s}:${int(n)}`).join(" ")
       ])
     )
