@@ -271,6 +271,41 @@ describe("dispatch isolation (issue 24)", () => {
     })
   )
 
+  it.live("rows for a destination whose breaker is open wait for its probe time, attempts kept", () =>
+    Effect.gen(function* () {
+      const failing = yield* startSink(() => ({ status: 500 }))
+      const w = yield* memoryWorld
+      const ingest = makeIngest(w.store)
+      const [first] = yield* ingest(Array.from({ length: 4 }, () => ({ tenant: "t", sinks: ["s"], at: Date.now() - 1_000 })))
+      const openMs = 60_000
+      const { pipeline } = yield* startPipeline(w, {
+        tickMs: 60_000,
+        graceMs: 0,
+        breaker: { minCalls: 2, failureRatio: 0.5, windowMs: 60_000, openMs, maxOpenMs: 600_000 },
+        // Another sink with room: ticks run (a claim with no free place anywhere reads nothing).
+        sinks: [sinkOf("s", failing.url, { retry: { delaysMs: [10_000], jitter: 0, maxRetryAfterMs: 5_000 } }), sinkOf("ok", (yield* holding).url)]
+      })
+      yield* pipeline.tick
+      yield* until("the four calls failed and their outcomes are committed", Effect.map(pipeline.inflight, (n) => n === 0 && failing.received.length === 4))
+      const opened = Date.now()
+      // Rows committed while the breaker is open: the claim reads each once and moves it to the probe's time.
+      yield* ingest(Array.from({ length: 20 }, () => ({ tenant: "t", sinks: ["s"], at: Date.now() - 1 })))
+      yield* pipeline.tick
+      yield* pipeline.tick
+      expect(failing.received).toHaveLength(4)
+      const ord = first!.ord
+      expect(yield* w.queue.counters(ord)).toMatchObject({ pending: 20, scheduled: 4, inflight: 0, dead: 0 })
+      // Nothing is due now (the four failed rows wait for their retry, the twenty for the probe) ...
+      const now = yield* w.queue.claim(Date.now(), [{ ord, floorAt: 0, limit: 100 }], 100, 1e9)
+      expect(now.flatMap((v) => v.rows)).toHaveLength(0)
+      // ... and the twenty are due at the breaker's probe time, kind and attempts kept.
+      const later = yield* w.queue.claim(opened + 2 * openMs, [{ ord, floorAt: 0, limit: 100 }], 100, 1e9)
+      const moved = later.flatMap((v) => v.rows).filter((d) => d.value.kind === 0)
+      expect(moved).toHaveLength(20)
+      for (const d of moved) expect(d.ref.at).toBeGreaterThanOrEqual(opened + openMs - 5_000)
+    })
+  )
+
   it.effect("an erasing tenant's rows are not claimed, with or without an admission", () =>
     Effect.gen(function* () {
       const w = yield* memoryWorld

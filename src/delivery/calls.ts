@@ -42,7 +42,7 @@ export interface SinkCalls {
    * its share of it. An admitted row holds its place until its call ends, or `endClaim(false)`;
    * a refused one parks its tenant on the sink until the sink has room again.
    */
-  readonly admit: (ord: number, name: string | undefined, at: number) => boolean
+  readonly admit: (ord: number, name: string | undefined, at: number) => boolean | number
   /** Whether a sink other than those named has room (a tenant refused by those may still have rows for it). */
   readonly roomBesides: (names: ReadonlySet<string>) => boolean
   /** Places free over every sink (`capacity − held`): the most a claim could route. */
@@ -152,7 +152,7 @@ export const makeSinkCalls = (
     /** Tenants refused while their endpoints were read or no endpoint pool was free, with the lowest `at` refused. */
     const waitingTenants = new Map<number, number>()
 
-    const admit = (ord: number, name: string | undefined, at: number): boolean => {
+    const admit = (ord: number, name: string | undefined, at: number): boolean | number => {
       if (cut) return true
       const r = registry.resolve(name, ord)
       if (r === undefined || r._tag === "gone") return true

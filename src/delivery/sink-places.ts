@@ -127,10 +127,11 @@ export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () =>
   const free = (s: S, at: number) => (s.breaker.state === "closed" || probeDue(s.breaker, at) ? Math.max(0, capacityOf(s.places, at) - s.places.held) : 0)
 
   return {
-    /** A row of tenant `ord` for `sink` (resolved by the caller): a place held, or the tenant parked. */
-    admit: (sink: S, ord: number, at: number): boolean => {
-      // An open breaker admits nothing (the rows stay due, no attempt used); half-open, its one probe.
-      if (!allows(sink.breaker, now())) return park(sink.places, ord, at)
+    /** A row of tenant `ord` for `sink` (resolved by the caller): a place held, the tenant parked, or the row moved to the breaker's probe time. */
+    admit: (sink: S, ord: number, at: number): boolean | number => {
+      // An open breaker admits nothing and no attempt is used: the row's due time follows the breaker
+      // (moved to when it admits its probe). Half-open with its probe out: the tenant waits, parked.
+      if (!allows(sink.breaker, now())) return sink.breaker.state === "open" ? sink.breaker.openUntil : park(sink.places, ord, at)
       if (!admitTo(sink.places, ord, at, now())) return false
       admitted(sink.breaker)
       reserved.push({ sink, ord })

@@ -89,9 +89,9 @@ export const makeTick = (
       return {
         admit: (row: DueEntry, env: Envelope | undefined) => {
           const name = env?.sinks[row.ref.sink]
-          if (calls.admit(row.ref.ord, name, row.ref.at)) return true
-          refused.add(name!)
-          return false
+          const a = calls.admit(row.ref.ord, name, row.ref.at)
+          if (a === false) refused.add(name!)
+          return a
         },
         more: () => calls.roomBesides(refused)
       }

@@ -141,6 +141,15 @@ export const claim = (ref: K.DueRef, v: K.DueValue): Transition => ({
   deltas: [delta(ref.ord, pendingField(v.kind), -1), delta(ref.ord, "inflight", 1)]
 })
 
+/**
+ * Due → due at `at`, kind and attempts kept: its destination's breaker is open, so the row waits for
+ * the probe's time rather than being read and refused at every visit (docs/delivery.md "Failing destinations").
+ */
+export const defer = (ref: K.DueRef, v: K.DueValue, at: number): Transition => ({
+  ops: [del("index", K.dueKey(ref.ord, ref.at, ref.seq, ref.sink)), ...dueOps({ ord: ref.ord, at, seq: ref.seq, sink: ref.sink, size: v.size, kind: v.kind })],
+  deltas: []
+})
+
 /** Claim undone (a tick that failed after claiming): inflight → due as it was, `at` and kind kept. */
 export const unclaim = (ref: K.DueRef, v: K.DueValue): Transition => ({
   ops: [del("index", K.inflightKey(ref.ord, ref.seq, ref.sink)), ...dueOps({ ord: ref.ord, at: ref.at, seq: ref.seq, sink: ref.sink, size: v.size, kind: v.kind })],

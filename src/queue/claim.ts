@@ -7,7 +7,7 @@ import * as Deliveries from "../domain/deliveries.js"
 import type { Envelope } from "../domain/envelope.js"
 import type * as K from "../domain/keys.js"
 import type { StoreError, StoreShape } from "../store/store.js"
-import { type Admit, type DueEntry, readAdmitted, readDue } from "./due.js"
+import { type Admit, type Deferred, type DueEntry, readAdmitted, readDue } from "./due.js"
 import type { WithTenant } from "./tenant-locks.js"
 
 export interface ClaimRequest {
@@ -37,6 +37,8 @@ export interface ClaimedVisit {
     readonly firstRefused: DueEntry | undefined
     readonly refused: number
     readonly last: K.DueRef | undefined
+    /** Rows moved to a later `at` in the claim's write (their destination's breaker is open). */
+    readonly deferred: number
   }
 }
 
@@ -64,11 +66,14 @@ export const claimDue =
     const read = readDue(store)
     const readWith = readAdmitted(store)
     const visits: Array<ClaimedVisit> = []
+    const deferred: Array<Deferred> = []
     const visit = (i: number, rowsLeft: number, bytesLeft: number): Effect.Effect<void, StoreError> => {
       const r = requests[i]
       if (r === undefined || rowsLeft <= 0 || bytesLeft <= 0) {
         const claimed = visits.flatMap((v) => v.rows)
-        return claimed.length === 0 ? Effect.void : store.write(Deliveries.batch(claimed.map((d) => Deliveries.claim(d.ref, d.value))), { sync: false })
+        if (claimed.length === 0 && deferred.length === 0) return Effect.void
+        const moved = deferred.map((d) => Deliveries.defer(d.entry.ref, d.entry.value, d.at))
+        return store.write(Deliveries.batch([...claimed.map((d) => Deliveries.claim(d.ref, d.value)), ...moved]), { sync: false })
       }
       const limit = Math.min(r.limit, rowsLeft)
       const budget = Math.min(r.bytes ?? bytesLeft, bytesLeft)
@@ -84,17 +89,18 @@ export const claimDue =
           r.ord,
           Effect.suspend(() => {
             // TEN-5: an erasing tenant's rows are not claimed, with an admission too (under its lock, see Queue.fence).
-            if (fenced.has(r.ord)) return Effect.succeed({ rows: [], drained: true, next: undefined, envelopes: [], firstRefused: undefined, refused: 0, last: undefined })
+            if (fenced.has(r.ord)) return Effect.succeed({ rows: [], drained: true, next: undefined, envelopes: [], firstRefused: undefined, refused: 0, last: undefined, deferred: [] })
             const a = admission.visit(r.ord)
             return readWith(r.ord, now, r.floorAt, limit, budget, a.admit, a.more, admission.refuseMax, r.floorAfter)
           }).pipe(
             Effect.flatMap((due) => {
+              deferred.push(...due.deferred)
               visits.push({
                 ord: r.ord,
                 rows: due.rows,
                 drained: due.drained,
                 next: due.next,
-                admitted: { envelopes: due.envelopes, firstRefused: due.firstRefused, refused: due.refused, last: due.last }
+                admitted: { envelopes: due.envelopes, firstRefused: due.firstRefused, refused: due.refused, last: due.last, deferred: due.deferred.length }
               })
               return next(due.rows)
             })

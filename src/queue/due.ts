@@ -51,8 +51,17 @@ export const readDue =
       }
     })
 
-/** Whether a due row may be claimed now, given its hook (undefined when gone); a refused row stays due. */
-export type Admit = (row: DueEntry, env: Envelope | undefined) => boolean
+/**
+ * Whether a due row may be claimed now, given its hook (undefined when gone): true, or false (refused:
+ * it stays due), or a time to move it to (deferred: due again then, kind and attempts kept).
+ */
+export type Admit = (row: DueEntry, env: Envelope | undefined) => boolean | number
+
+/** A row `admit` deferred, and its new `at`. */
+export interface Deferred {
+  readonly entry: DueEntry
+  readonly at: number
+}
 
 /** A page of due rows read with their hooks, `admit` deciding each (`readAdmitted`). */
 export interface AdmittedPage {
@@ -67,6 +76,8 @@ export interface AdmittedPage {
   readonly firstRefused?: DueEntry | undefined
   /** Rows `admit` refused. */
   readonly refused: number
+  /** Rows `admit` deferred (the claim moves them in its write). */
+  readonly deferred: ReadonlyArray<Deferred>
   /** The last row read and decided (taken or refused). */
   readonly last?: K.DueRef | undefined
 }
@@ -94,15 +105,16 @@ export const readAdmitted = (store: StoreShape) => {
     Effect.gen(function* () {
       const rows: Array<DueEntry> = []
       const envs: Array<Envelope | undefined> = []
-      if (limit <= 0 || byteBudget <= 0) return { rows, envelopes: envs, drained: false, refused: 0 }
-      if (floorAt > now) return { rows, envelopes: envs, drained: true, refused: 0 }
+      const deferred: Array<Deferred> = []
+      if (limit <= 0 || byteBudget <= 0) return { rows, envelopes: envs, drained: false, refused: 0, deferred }
+      if (floorAt > now) return { rows, envelopes: envs, drained: true, refused: 0, deferred }
       const range = after === undefined ? Deliveries.dueRange(ord, floorAt, now) : Deliveries.dueRangeAfter(ord, { at: floorAt, ...after }, now)
       let lo = range.lo
       let bytes = 0
       let refused = 0
       let firstRefused: DueEntry | undefined
       let last: K.DueRef | undefined
-      const page = (drained: boolean, next?: DueEntry): AdmittedPage => ({ rows, envelopes: envs, drained, next, firstRefused, refused, last })
+      const page = (drained: boolean, next?: DueEntry): AdmittedPage => ({ rows, envelopes: envs, drained, next, firstRefused, refused, last, deferred })
       for (;;) {
         const want = Math.min(DUE_SCAN_PAGE, limit - rows.length + 1)
         const raw = yield* store.scan("index", { lo, hi: range.hi }, { limit: want })
@@ -113,9 +125,14 @@ export const readAdmitted = (store: StoreShape) => {
           if (rows.length > 0 && bytes + d.value.size > byteBudget) return page(false, d)
           const env = read.get(d.ref.seq)
           last = d.ref
-          if (!admit(d, env)) {
-            firstRefused ??= d
-            if (++refused >= refuseMax || !more()) return page(false)
+          const a = admit(d, env)
+          if (a !== true) {
+            // A deferred row is decided (moved by the claim's write); both count against `refuseMax`.
+            if (a === false) {
+              firstRefused ??= d
+              refused++
+            } else deferred.push({ entry: d, at: a })
+            if (refused + deferred.length >= refuseMax || (a === false && !more())) return page(false)
             continue
           }
           rows.push(d)
