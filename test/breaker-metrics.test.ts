@@ -12,23 +12,13 @@ import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { TOP_TENANTS } from "../src/observability/gauges.js"
-import { type NodeChild, runAnkusa, servingAddress } from "./support/node-child.js"
-import { type RecordingSink, startRecordingSink } from "./support/record-sink.js"
+import { leftovers, runAnkusa, servingAddress } from "./support/node-child.js"
+import { startRecordingSink } from "./support/record-sink.js"
 
 const TOKEN = "breaker-metrics-token-0001"
 const FAILING = 105
 
-const children: Array<NodeChild> = []
-const dirs: Array<string> = []
-const sinks: Array<RecordingSink> = []
-afterEach(async () => {
-  for (const c of children.splice(0)) {
-    c.child.kill("SIGTERM")
-    await c.exited(30_000).catch(() => c.kill())
-  }
-  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true })
-  for (const s of sinks.splice(0)) await s.close()
-})
+const { children, dirs, closers: sinks } = leftovers(afterEach)
 
 /** A loopback port nothing listens on: bound, then closed. */
 const closedPort = () =>

@@ -8,8 +8,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { merge } from "../src/config/live.js"
 import { decode } from "../src/domain/config.js"
-import * as Signature from "../src/domain/signature.js"
-import { type Got, type RecordingSink as Sink, startRecordingSink as startSink } from "./support/record-sink.js"
+import { type RecordingSink as Sink, startRecordingSink as startSink, verifies } from "./support/record-sink.js"
 import { type ServeChild, startServeChild } from "./support/serve-child.js"
 
 const TOKEN = "reload-admin-token-0001"
@@ -123,13 +122,6 @@ describe("reload", () => {
     expect((await reloadApi(node)).status).toBe(200)
     expect((await post(node, "src", { n: 2 })).status).toBe(202)
     await until("the second delivery", () => a.got.length === 2)
-    const verifies = (g: Got, secret: string) =>
-      Signature.verify({
-        header: (n) => (g.headers[n] === undefined ? undefined : String(g.headers[n])),
-        body: g.body,
-        keys: [Signature.parseSecret(secret)!],
-        now: Date.now()
-      })._tag === "Valid"
     expect(verifies(a.got[0]!, SECRET_A)).toBe(true)
     expect(verifies(a.got[1]!, SECRET_B)).toBe(true)
   })

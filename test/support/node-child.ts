@@ -4,6 +4,7 @@
  * for a line, and a bounded wait for its exit. serve-child.ts starts a
  * `serve` on a fresh data directory with it.
  */
+import * as fs from "node:fs"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
 
@@ -117,3 +118,22 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 /** The start line's address, once the child serves. */
 export const servingAddress = async (node: NodeChild, ms = 60_000): Promise<string> =>
   String((await node.waitFor((l) => l.message === "ankusa serving", ms, "the start line")).annotations["address"])
+
+/**
+ * What a test file's children leave behind, released after each test: the children stopped with
+ * SIGTERM (killed after 30 s), then their data directories removed, then anything else closed.
+ */
+export const leftovers = (after: (f: () => Promise<void>) => void) => {
+  const children: Array<NodeChild> = []
+  const dirs: Array<string> = []
+  const closers: Array<{ readonly close: () => Promise<void> }> = []
+  after(async () => {
+    for (const c of children.splice(0)) {
+      c.child.kill("SIGTERM")
+      await c.exited(30_000).catch(() => c.kill())
+    }
+    for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true })
+    for (const s of closers.splice(0)) await s.close()
+  })
+  return { children, dirs, closers }
+}

@@ -5,6 +5,7 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
+import * as Signature from "../../src/domain/signature.js"
 
 export interface Got {
   readonly path: string
@@ -13,6 +14,15 @@ export interface Got {
   /** Arrival (epoch ms). */
   readonly at: number
 }
+
+/** Whether a call's Standard Webhooks signature verifies with `secret` (a `whsec_` string). */
+export const verifies = (g: Got, secret: string): boolean =>
+  Signature.verify({
+    header: (n) => (g.headers[n] === undefined ? undefined : String(g.headers[n])),
+    body: g.body,
+    keys: [Signature.parseSecret(secret)!],
+    now: Date.now()
+  })._tag === "Valid"
 
 export interface RecordingSink {
   readonly url: string
