@@ -213,14 +213,14 @@ const Log = Schema.Struct({
   level: withDefault(LogLevel, () => "info" as const)
 })
 
-/** Passed to the Writer (src/queue/writer.ts `WriterOptions`); ranges are its `Ranges`, defaults its `Defaults`. */
+/** Passed to the Writer (src/queue/writer.ts `WriterOptions`); ranges are its `Ranges`, defaults its `Defaults` but the linger (docs/architecture.md "The Writer"). */
 const Writer = Schema.Struct({
   /** Requests per synced commit. */
   maxBatch: withDefault(int(1, 4_096), () => 256),
   /** Body bytes per commit (a single larger request still commits alone). */
   maxBatchBytes: withDefault(int(1, 256 * MiB), () => 16 * MiB),
-  /** How long a batch that is not full waits for more requests. */
-  lingerMs: withDefault(int(0, 100), () => 0),
+  /** How long a batch that is not full waits for more requests: 1 ms lets a loaded node's batches double. */
+  lingerMs: withDefault(int(0, 100), () => 1),
   /** Requests waiting for the Writer; past it, 503 unavailable. */
   queueCapacity: withDefault(int(1, 1_048_576), () => 4_096),
   /** Body bytes waiting for the Writer; past it, 503 unavailable. */

@@ -30,6 +30,7 @@ const MiB = 1024 * 1024
 export const Defaults = {
   maxBatch: 256,
   maxBatchBytes: 16 * MiB,
+  // The Writer's own default, for tests and tools; a served node's is writer.lingerMs, 1 (domain/config.ts).
   lingerMs: 0,
   queueCapacity: 4096,
   queueBytes: 64 * MiB,
