@@ -47,6 +47,8 @@ export interface EndpointsShape {
   readonly remove: (ord: number, id: string, audit: StageAudit) => Effect.Effect<E.Endpoint, EndpointNotFound | StoreError>
   /** The tenant's endpoints from the cache (a store read on a miss only). */
   readonly ofTenant: (ord: number) => Effect.Effect<ReadonlyArray<E.Endpoint>, StoreError>
+  /** The tenant's endpoints if the cache holds them (no read): the Writer's plain batch. */
+  readonly cached: (ord: number) => ReadonlyArray<E.Endpoint> | undefined
   /** Called with the tenant's ordinal after each committed change (the delivery side refreshes). */
   readonly onChange: (listener: (ord: number) => void) => void
   /** TEN-5 step 6: delete all the tenant's endpoints with `extra(how many)` (the erase job's record) in one synced batch. */
@@ -192,6 +194,7 @@ export const make = Effect.gen(function* () {
     rotate,
     remove,
     ofTenant,
+    cached: (ord) => cache.get(ord),
     onChange: (listener) => void listeners.push(listener),
     eraseTenant
   } satisfies EndpointsShape

@@ -1,13 +1,14 @@
 /**
  * One Writer batch from its items to its answers (docs/architecture.md "The Writer"): the reads it
  * needs, the hooks, the synced write, then the state, the cache and the answers. A batch that needs
- * no read (no idempotency key, every tenant cached, none erased, no endpoint fan-out: every batch
- * under steady load) runs as plain functions around the one write (`plainBatch`); the others run
+ * no read (no idempotency key, every tenant cached, none erased, the endpoints of those that fan
+ * out to theirs cached: every batch under steady load) runs as plain functions around the one write (`plainBatch`); the others run
  * as the effect `readingBatch`. Both end in `finish`.
  */
 import type { Clock, Context, Option } from "effect"
 import { Effect, Exit } from "effect"
 import * as Dedupe from "../domain/dedupe.js"
+import type { Endpoint } from "../domain/endpoints.js"
 import * as Deliveries from "../domain/deliveries.js"
 import { wantsEndpoints } from "../domain/fanout.js"
 import * as Keys from "../domain/keys.js"
@@ -21,7 +22,7 @@ import { tenants as tenantsGauge } from "../observability/delivery-metrics.js"
 import * as WriterMetrics from "../observability/writer-metrics.js"
 import type { EndpointsShape } from "./endpoints.js"
 import type { WakeShape } from "./wake.js"
-import { endpointsFanOut } from "./writer-fanout.js"
+import { endpointsFanOut, fanFrom } from "./writer-fanout.js"
 import { type Admit, buildHooks, type Built, type Item, type Owner, ownersOf, splitRefused } from "./writer-batch.js"
 import type { IngestResult, SubmitError } from "./writer.js"
 
@@ -102,16 +103,24 @@ export const makeCommit = (d: CommitDeps) => {
     const refused = state.refused.size > 0
     const ords = new Map<string, number>()
     const fresh: Array<Owner> = []
+    // The endpoints of the tenants whose hooks ask for theirs, when the cache holds them all.
+    let lists: Map<number, ReadonlyArray<Endpoint>> | undefined
     for (const it of items) {
       const req = it.req
-      if (req.idempotencyKey !== null || wantsEndpoints(req.sinks)) return undefined
+      if (req.idempotencyKey !== null) return undefined
       const tenant = req.tenantId ?? DEFAULT_TENANT
       const ord = cache.get(tenant)
       if (ord === undefined || (refused && state.refused.has(tenant))) return undefined
+      if (wantsEndpoints(req.sinks)) {
+        const l = d.endpoints._tag === "Some" ? d.endpoints.value.cached(ord) : undefined
+        if (l === undefined) return undefined
+        ;(lists ??= new Map()).set(ord, l)
+      }
       ords.set(tenant, ord)
       fresh.push({ items: [it], req, tenant })
     }
     const built = buildHooks(fresh, ords, {
+      fanOut: lists === undefined ? undefined : fanFrom(lists),
       nextSeq: state.nextSeq,
       node: state.node,
       now,

@@ -19,7 +19,11 @@ export const endpointsFanOut = (endpoints: Option.Option<EndpointsShape>, fresh:
     }
     if (wanted === undefined) return undefined
     if (endpoints._tag === "Some") for (const ord of wanted.keys()) wanted.set(ord, yield* endpoints.value.ofTenant(ord))
-    const lists = wanted
-    const fan: FanOut = (w, ord) => (wantsEndpoints(w.req.sinks) ? fanOut(w.req.sinks, lists.get(ord) ?? [], w.req.eventType) : w.req.sinks)
-    return fan
+    return fanFrom(wanted)
   })
+
+/** The fan-out over the batch's tenants' endpoints, by ordinal (a tenant not there has none). */
+export const fanFrom =
+  (lists: ReadonlyMap<number, ReadonlyArray<Endpoint>>): FanOut =>
+  (w, ord) =>
+    wantsEndpoints(w.req.sinks) ? fanOut(w.req.sinks, lists.get(ord) ?? [], w.req.eventType) : w.req.sinks
