@@ -88,7 +88,7 @@ export const MIN_TICK_GAP_MS = 5
 /** Backoff between attempts of an outcome commit that failed (the rows stay `?F` meanwhile). */
 export const COMMIT_RETRY_MS = 200
 /** An outcome batch short of `commitBatch` waits this long for more before it is written. */
-export const COMMIT_LINGER_MS = 5
+export const COMMIT_LINGER_MS = 2
 /**
  * A commit wakes the tick only once at least this share of what a claim could take is free: of
  * `maxInflight`, or of the sinks' places when they are fewer (at least one slot). So a drain
