@@ -6,28 +6,20 @@ import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { type NodeChild, runAnkusa, servingAddress } from "./support/node-child.js"
+import { leftovers, runAnkusa, servingAddress } from "./support/node-child.js"
 import { type RecordingSink as Sink, startRecordingSink } from "./support/record-sink.js"
 
 const TOKEN = "breaker-admin-token-0001"
 
-const running: Array<{ readonly child: NodeChild; readonly dir: string }> = []
-const sinks: Array<Sink> = []
-afterEach(async () => {
-  for (const n of running.splice(0)) {
-    n.child.child.kill("SIGTERM")
-    await n.child.exited(30_000).catch(() => n.child.kill())
-    fs.rmSync(n.dir, { recursive: true, force: true })
-  }
-  for (const s of sinks.splice(0)) await s.close()
-})
+const { children, dirs, closers: sinks } = leftovers(afterEach)
 
 const serve = async (config: object) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-breaker-"))
   const file = path.join(dir, "ankusa.json")
   fs.writeFileSync(file, JSON.stringify(config))
   const child = runAnkusa(["serve", "--config", file, "--data-dir", dir, "--port", "0"])
-  running.push({ child, dir })
+  children.push(child)
+  dirs.push(dir)
   return { child, url: await servingAddress(child) }
 }
 const sink = async (status = 500) => {

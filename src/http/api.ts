@@ -21,7 +21,7 @@ import { ConfigInvalidError, ForbiddenError, TooLargeError, Unavailable503, Unkn
 import * as C from "./console-schemas.js"
 import { EndpointOpsApi } from "./endpoint-ops-api.js"
 import { EndpointsApi, PortalApi } from "./endpoints-api.js"
-import { Count, CounterFields } from "./schema-fields.js"
+import { Count, CounterFields, Limit } from "./schema-fields.js"
 import { ReloadAnswer } from "./config-schemas.js"
 import { StoreCheckAnswer } from "./store-check-schemas.js"
 import { EraseApi } from "./erase-api.js"
@@ -63,21 +63,6 @@ const List = <S extends Schema.Top & { readonly Encoded: string }>(item: S, desc
 
 const invalid = (message: string) => (input: unknown, options: SchemaAST.ParseOptions) =>
   Effect.fail(new SchemaIssue.InvalidValue({ message }, input, options))
-
-/** `limit`: an integer from 1 to `max`. */
-const Limit = (max: number, description = `An integer from 1 to ${max}`) => {
-  const message = `expected an integer from 1 to ${max}`
-  return Schema.String.annotate({ description }).pipe(
-    Schema.decodeTo(
-      Schema.Int,
-      SchemaTransformation.transformEffect({
-        decode: (s, options) => (/^\d{1,7}$/.test(s) ? Effect.succeed(Number(s)) : invalid(message)(s, options)),
-        encode: (n) => Effect.succeed(String(n))
-      })
-    )
-  )
-    .check(Schema.isBetween({ minimum: 1, maximum: max }, { message }))
-}
 
 /** DLQ cursors are `<at>.<seq>.<sink>` of the last row returned; an empty one is no cursor. */
 export const encodeDeadCursor = (r: K.DeadRef): string => `${r.at}.${r.seq}.${r.sink}`

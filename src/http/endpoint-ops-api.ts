@@ -3,7 +3,7 @@
  * signed test event through the normal path, and read its recent attempts. endpoint-ops.ts
  * implements them.
  */
-import { Effect, Schema, SchemaIssue, SchemaTransformation } from "effect"
+import { Schema } from "effect"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
@@ -11,26 +11,14 @@ import * as OpenApi from "effect/http-api/OpenApi"
 import { ATTEMPT_LOG_PER_DESTINATION } from "../delivery/attempt-log.js"
 import { ForbiddenError, Unavailable503, UnknownEndpointError, UnknownTenantError } from "./api-errors.js"
 import { AdminAuth, RequestErrors, Services } from "./api-security.js"
-import { Count } from "./schema-fields.js"
+import { Count, Limit } from "./schema-fields.js"
 
 /** The event type of a test event. */
 export const TEST_EVENT_TYPE = "ankusa.test"
 
 const endpointPath = { tenant: Schema.String, id: Schema.String }
 
-const limitMessage = `expected an integer from 1 to ${ATTEMPT_LOG_PER_DESTINATION}`
-const Limit = Schema.String.annotate({ description: `An integer from 1 to ${ATTEMPT_LOG_PER_DESTINATION}` }).pipe(
-  Schema.decodeTo(
-    Schema.Int,
-    SchemaTransformation.transformEffect({
-      decode: (s, options) =>
-        /^\d{1,4}$/.test(s) && Number(s) >= 1 && Number(s) <= ATTEMPT_LOG_PER_DESTINATION
-          ? Effect.succeed(Number(s))
-          : Effect.fail(new SchemaIssue.InvalidValue({ message: limitMessage }, s, options)),
-      encode: (n) => Effect.succeed(String(n))
-    })
-  )
-)
+const AttemptsLimit = Limit(ATTEMPT_LOG_PER_DESTINATION)
 
 export const AttemptView = Schema.Struct({
   at: Schema.String,
@@ -58,7 +46,7 @@ export class EndpointOpsApi extends HttpApiGroup.make("endpointOps")
     }).annotate(OpenApi.Summary, "A new signing secret; the old one signs beside it for endpoints.rotationOverlapMs (two v1 signatures)"),
     HttpApiEndpoint.get("attempts", "/v1/tenants/:tenant/endpoints/:id/deliveries", {
       params: endpointPath,
-      query: { limit: Schema.optionalKey(Limit) },
+      query: { limit: Schema.optionalKey(AttemptsLimit) },
       success: Schema.Struct({ items: Schema.Array(AttemptView) }),
       error: [ForbiddenError, UnknownTenantError, UnknownEndpointError]
     })

@@ -1,5 +1,5 @@
-/** Answer fields shared by several API documents (api.ts, console-schemas.ts). */
-import { Schema } from "effect"
+/** Fields shared by several API documents (api.ts, console-schemas.ts, endpoint-ops-api.ts). */
+import { Effect, Schema, SchemaIssue, SchemaTransformation } from "effect"
 
 export const Count = Schema.Int
 
@@ -11,4 +11,18 @@ export const CounterFields = {
   dead: Count,
   bytes: Count,
   archive_pending: Count
+}
+
+/** A `limit` query: an integer from 1 to `max`. */
+export const Limit = (max: number, description = `An integer from 1 to ${max}`) => {
+  const message = `expected an integer from 1 to ${max}`
+  return Schema.String.annotate({ description }).pipe(
+    Schema.decodeTo(
+      Schema.Int,
+      SchemaTransformation.transformEffect({
+        decode: (s, options) => (/^\d{1,7}$/.test(s) ? Effect.succeed(Number(s)) : Effect.fail(new SchemaIssue.InvalidValue({ message }, s, options))),
+        encode: (n) => Effect.succeed(String(n))
+      })
+    )
+  ).check(Schema.isBetween({ minimum: 1, maximum: max }, { message }))
 }
