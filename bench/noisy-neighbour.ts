@@ -211,6 +211,22 @@ const queueFlood = async (phase: string, server: ServeChild, source = SOURCE) =>
   return { queued, refused, seconds: r.seconds, at: epochMs() }
 }
 
+/** The server's event-loop delay p99 (ms, over its last 5 s window) from /metrics, read every 5 s until `to`: printed, not gated. */
+const loopDelays = async (phase: string, server: ServeChild, to: number) => {
+  const out: Array<number> = []
+  while (epochMs() + 5_000 <= to) {
+    await sleep(5_000)
+    try {
+      const text = await (await fetch(`${server.url}/metrics`)).text()
+      const m = /^ankusa_event_loop_delay_seconds\{quantile="0\.99"\} (\S+)$/m.exec(text)
+      if (m !== null) out.push(Number(m[1]) * 1000)
+    } catch {
+      // unreadable: the sample is left out
+    }
+  }
+  log(`${phase}: event-loop delay p99 by 5 s window ${out.map((x) => fmt(x, 1)).join(", ")} ms`)
+}
+
 /** FLOOD's deliveries at the sink in [from, to), read once they are all in. */
 const floodWindow = async (sink: DelaySink, flood: { queued: number; refused: string; seconds: number }, from: number, to: number): Promise<FloodFigures> => {
   await sleep(Math.max(0, to + WINDOW_MARGIN_MS - epochMs()))
@@ -249,7 +265,7 @@ const floodAlone = () =>
     const f = await queueFlood("flood-alone", server)
     const from = f.at + SETTLE_MS
     log(`flood-alone: measuring FLOOD's drain over ${QUIET_SECONDS} s after ${SETTLE_MS} ms`)
-    const flood = await floodWindow(sink, f, from, from + QUIET_SECONDS * 1000)
+    const [flood] = await Promise.all([floodWindow(sink, f, from, from + QUIET_SECONDS * 1000), loopDelays("flood-alone", server, from + QUIET_SECONDS * 1000)])
     return { name: "FLOOD alone", flood, sinkMax: (await sink.stats()).maxConcurrent, load: machine() } satisfies Phase
   })
 
@@ -260,7 +276,7 @@ const together = (waitMs: number) =>
     const from = epochMs()
     log(`together: QUIET sends ${QUIET_HOOKS} hooks, one every ${QUIET_PERIOD_MS} ms; then waits up to ${fmt(waitMs / 1000, 0)} s for them`)
     const quietRun = runQuiet(server, sink, waitMs)
-    const flood = await floodWindow(sink, f, from, from + QUIET_SECONDS * 1000)
+    const [flood] = await Promise.all([floodWindow(sink, f, from, from + QUIET_SECONDS * 1000), loopDelays("together", server, from + QUIET_SECONDS * 1000)])
     const quiet = await quietRun
     return { name: "together", quiet, flood, sinkMax: (await sink.stats()).maxConcurrent, load: machine() } satisfies Phase
   })
