@@ -165,6 +165,15 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
       res.end(text)
     }
 
+    // The 202 of every accepted hook, without JSON.stringify or a header object: a hook id is
+    // `h_<hex>_<hex>` (hook-id.ts), so the text is ASCII with nothing to escape.
+    const sendAccepted = (res: ServerResponse, started: number, id: string, seq: number) => {
+      record("accepted", (performance.now() - started) / 1000)
+      const text = `{"id":"${id}","seq":${seq}}`
+      res.writeHead(202, ["content-type", "application/json", "content-length", String(text.length)])
+      res.end(text)
+    }
+
     const refuse = (res: ServerResponse, started: number, e: EdgeError) => {
       if (e._tag === "StoreError") runFork(Effect.logWarning("ingest refused: the store failed the write", e))
       const r = refusalOf(e)
@@ -176,7 +185,7 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
         const r = exit.value
         return r.duplicate
           ? send(res, started, "duplicate", 200, { id: r.id, seq: r.seq, duplicate: true })
-          : send(res, started, "accepted", 202, { id: r.id, seq: r.seq })
+          : sendAccepted(res, started, r.id, r.seq)
       }
       const failure = Cause.findErrorOption(exit.cause)
       if (failure._tag === "Some") return refuse(res, started, failure.value)

@@ -55,6 +55,8 @@ export const makeCommit = (d: CommitDeps) => {
     started: number,
     at: { readonly now: number; readonly nextSeq: number; readonly nextOrd: number },
     ords: ReadonlyMap<string, number>,
+    /** Whether `ords` holds tenants the cache lacks (a plain batch's are all cached). */
+    learn: boolean,
     answers: Built["answers"],
     thrownBefore: unknown
   ): Effect.Effect<void> => {
@@ -64,9 +66,11 @@ export const makeCommit = (d: CommitDeps) => {
     state.nextSeq = at.nextSeq
     if (at.nextOrd !== state.nextOrd) tenantsGauge.updateUnsafe(at.nextOrd - 1, d.context)
     state.nextOrd = at.nextOrd
-    for (const [tenant, ord] of ords) {
-      if (cache.size >= o.tenantCacheEntries && !cache.has(tenant)) cache.clear()
-      cache.set(tenant, ord)
+    if (learn) {
+      for (const [tenant, ord] of ords) {
+        if (cache.size >= o.tenantCacheEntries && !cache.has(tenant)) cache.clear()
+        cache.set(tenant, ord)
+      }
     }
     let thrown = thrownBefore
     const hinted: Array<number> = []
@@ -83,12 +87,12 @@ export const makeCommit = (d: CommitDeps) => {
   }
 
   /** Write the built hooks with `extra`, then `finish`. */
-  const write = (count: number, now: number, nextOrd: number, ords: ReadonlyMap<string, number>, built: Built, extra: Array<Op>, thrown: unknown) => {
+  const write = (count: number, now: number, nextOrd: number, ords: ReadonlyMap<string, number>, learn: boolean, built: Built, extra: Array<Op>, thrown: unknown) => {
     // Persisted in every batch, so a seq is never reused even after its hook is reclaimed.
     extra.push(put("default", Keys.Meta.nextSeq, Keys.encodeU64(built.nextSeq)))
     const started = performance.now()
     return Effect.flatMap(store.write(Deliveries.batch(built.transitions, extra), { sync: true }), () =>
-      finish(count, started, { now, nextSeq: built.nextSeq, nextOrd }, ords, built.answers, thrown)
+      finish(count, started, { now, nextSeq: built.nextSeq, nextOrd }, ords, learn, built.answers, thrown)
     )
   }
 
@@ -129,7 +133,7 @@ export const makeCommit = (d: CommitDeps) => {
     })
     const thrown = refuseOverQuota(built, undefined)
     if (built.transitions.length === 0) return d.logThrown(thrown)
-    return write(items.length, now, state.nextOrd, ords, built, built.extra, thrown)
+    return write(items.length, now, state.nextOrd, ords, false, built, built.extra, thrown)
   }
 
   /** The batch that reads first: earlier hooks of its idempotency keys, uncached tenants, endpoints. */
@@ -197,7 +201,7 @@ export const makeCommit = (d: CommitDeps) => {
       const extra = built.extra
       extra.push(...allocations)
       if (nextOrd !== state.nextOrd) extra.push(TenantOrds.nextOrdOp(nextOrd))
-      yield* write(items.length, now, nextOrd, ords, built, extra, thrown)
+      yield* write(items.length, now, nextOrd, ords, true, built, extra, thrown)
     })
 
   /** The batch's commit: the caller holds the commit section and answers the items a failure leaves unanswered. */
