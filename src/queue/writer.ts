@@ -1,10 +1,10 @@
 /**
- * The Writer (TEN-1 §2, §11): the one fiber that batches concurrent ingest
- * requests and commits each batch as one synced write. It owns seq
+ * The Writer (TEN-1 §2, §11): it batches concurrent ingest requests and
+ * commits each batch, one at a time, as one synced write. It owns seq
  * assignment, hook ids, idempotency keys and tenant ordinal allocation, and
  * the bounded tenant id → ord cache. See docs/architecture.md "The Writer".
  */
-import { Cause, Context, Data, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Semaphore } from "effect"
+import { Cause, Context, Data, Effect, Exit, Fiber, Layer, Metric, Option, Semaphore } from "effect"
 import * as HookId from "../domain/hook-id.js"
 import * as Keys from "../domain/keys.js"
 import { type Op, put } from "../domain/ops.js"
@@ -63,7 +63,7 @@ export interface WriterShape {
   /**
    * `submit` without a fiber, for the HTTP ingest listener: `done` is called exactly once, with what
    * `submit` would give, after the synced commit (or at once for a refusal, possibly before `enqueue`
-   * returns). `done` must not throw and must not block: it runs on the Writer's fiber.
+   * returns). `done` must not throw and must not block: it runs in the batch's answer loop.
    */
   readonly enqueue: (req: IngestRequest, done: (exit: Exit.Exit<IngestResult, SubmitError>) => void) => void
   /** Requests taken by nobody yet (a gauge of back-pressure; tests use it to line up one batch). */
@@ -125,9 +125,9 @@ export const make = (options: WriterOptions = {}) =>
     yield* Metric.update(tenantsGauge, state.nextOrd - 1)
     // TEN-1 §2: tenant id → ord, written only here and only after a commit; cleared whole when full.
     const cache = new Map<string, number>()
-    const queue = yield* Queue.dropping<Item>(o.queueCapacity)
+    // The requests waiting for a batch, oldest first (at most `queueCapacity`), and their body bytes.
+    let pending: Array<Item> = []
     let queuedBytes = 0
-    let carry: Array<Item> = []
     let closing = false
     const section = yield* Semaphore.make(1)
     // Set by a commit the store failed, cleared by one it took (see `writable`); `ankusa_store_writable` mirrors it.
@@ -135,10 +135,6 @@ export const make = (options: WriterOptions = {}) =>
     const markStore = (failed: boolean) =>
       Effect.suspend(() => ((storeFailed = failed), Metric.update(WriterMetrics.storeWritable, failed ? 0 : 1)))
     yield* markStore(false)
-
-    const took = (items: Iterable<Item>) => {
-      for (const it of items) queuedBytes -= it.bytes
-    }
 
     // One throwing callback must not keep the others of its batch from their answers.
     const answerAll = (items: ReadonlyArray<Item>, exit: (i: number) => Exit.Exit<IngestResult, SubmitError>): unknown => {
@@ -170,63 +166,49 @@ export const make = (options: WriterOptions = {}) =>
         )
       )
 
-    /** The longest prefix within `maxBatchBytes` (at least one request); the rest waits for the next batch. */
-    const split = (items: Array<Item>): Array<Item> => {
+    /** The oldest requests up to `maxBatch` and within `maxBatchBytes` (at least one); the rest wait for the next batch. */
+    const take = (): Array<Item> => {
       let bytes = 0
       let n = 0
-      while (n < items.length && (n === 0 || bytes + items[n]!.bytes <= o.maxBatchBytes)) bytes += items[n++]!.bytes
-      carry = items.slice(n)
-      return items.slice(0, n)
+      const max = Math.min(pending.length, o.maxBatch)
+      while (n < max && (n === 0 || bytes + pending[n]!.bytes <= o.maxBatchBytes)) bytes += pending[n++]!.bytes
+      let items: Array<Item>
+      if (n === pending.length) (items = pending), (pending = [])
+      else items = pending.splice(0, n)
+      queuedBytes -= bytes
+      return items
     }
 
-    // Whatever is queued, up to the batch's room, without waiting (an empty queue gives nothing).
-    const fill = (items: Array<Item>) =>
-      Effect.suspend(() => (Queue.sizeUnsafe(queue) === 0 ? Effect.succeed([]) : Queue.takeBetween(queue, 1, o.maxBatch - items.length))).pipe(
-        Effect.map((more) => {
-          took(more)
-          for (const it of more) items.push(it)
-        })
-      )
-
-    // Only the wait for a first request is interruptible: a batch once taken is committed and answered.
-    const step = Effect.uninterruptibleMask((restore) =>
-      Effect.gen(function* () {
-        let items: Array<Item>
-        if (carry.length > 0) {
-          items = carry
-          carry = []
-        } else {
-          const first = yield* restore(Queue.take(queue))
-          took([first])
-          items = [first]
-        }
-        if (items.length < o.maxBatch) yield* fill(items)
-        if (o.lingerMs > 0 && items.length < o.maxBatch) {
-          yield* Effect.sleep(o.lingerMs)
-          yield* fill(items)
-        }
-        yield* run(split(items))
+    // The batch loop, on plain timers rather than a fiber on a queue (docs/architecture.md "The Writer"):
+    // the first request waits `lingerMs` for others (or the next turn with 0), then one batch at a time
+    // is committed in its own fiber; the next starts when it has answered. A batch once taken is
+    // committed and answered, whatever happens to the Writer's scope meanwhile.
+    const runFork = Effect.runForkWith(metricsContext)
+    let armed = false
+    let busy: Fiber.Fiber<void> | undefined
+    const kick = () => {
+      if (armed || busy !== undefined || closing || pending.length === 0) return
+      armed = true
+      if (o.lingerMs > 0 && pending.length < o.maxBatch) setTimeout(start, o.lingerMs)
+      else setImmediate(start)
+    }
+    const start = () => {
+      armed = false
+      if (busy !== undefined || closing || pending.length === 0) return
+      const fiber = runFork(run(take()))
+      busy = fiber
+      fiber.addObserver(() => {
+        busy = undefined
+        kick()
       })
-    )
+    }
 
-    const fiber = yield* Effect.forkScoped(Effect.forever(step))
-
-    // Shutdown: refuse new requests, let the current batch finish, then commit what is queued.
+    // Shutdown: refuse new requests, let the batch in flight finish, then commit what is queued.
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
         closing = true
-        yield* Fiber.interrupt(fiber)
-        const queued = yield* Queue.clear(queue)
-        took(queued)
-        let rest = [...carry, ...queued]
-        carry = []
-        while (rest.length > 0) {
-          const batch = split(rest.slice(0, o.maxBatch))
-          rest = [...carry, ...rest.slice(o.maxBatch)]
-          carry = []
-          yield* run(batch)
-        }
-        yield* Queue.shutdown(queue)
+        if (busy !== undefined) yield* Fiber.await(busy)
+        while (pending.length > 0) yield* run(take())
       })
     )
 
@@ -238,8 +220,10 @@ export const make = (options: WriterOptions = {}) =>
       const bytes = req.body.length
       // A request larger than the byte bound still goes through an empty queue.
       if (queuedBytes > 0 && queuedBytes + bytes > o.queueBytes) return new Overloaded({ reason: "bytes" })
-      if (!Queue.offerUnsafe(queue, { req, done, bytes })) return new Overloaded({ reason: "requests" })
+      if (pending.length >= o.queueCapacity) return new Overloaded({ reason: "requests" })
+      pending.push({ req, done, bytes })
       queuedBytes += bytes
+      kick()
       return undefined
     }
 
@@ -254,7 +238,7 @@ export const make = (options: WriterOptions = {}) =>
     const submit = (req: IngestRequest): Effect.Effect<IngestResult, SubmitError> =>
       Effect.callback<IngestResult, SubmitError>((resume) => enqueue(req, resume)).pipe(Effect.onExit(() => Effect.yieldNow))
 
-    const queued = Effect.map(Queue.size(queue), (n) => Math.max(0, n) + carry.length)
+    const queued = Effect.sync(() => pending.length)
 
     const probe = Effect.suspend(() => store.write([put("default", Keys.Meta.nextSeq, Keys.encodeU64(state.nextSeq))], { sync: false }))
     const writable = Effect.suspend(() =>
