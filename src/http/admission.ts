@@ -70,23 +70,33 @@ export const make = (options: AdmissionOptions): Admission => {
     return taken === true ? undefined : new A.TenantRate({ perSec, retryAfterS: taken })
   }
 
+  // The services admission uses, looked up once per services context (the gate's changes only on a reload).
+  let seen: Context.Context<ApiServices> | undefined
+  let used: ReturnType<typeof servicesOf> | undefined
+  const servicesOf = (services: Context.Context<ApiServices>) => ({
+    disk: Option.getOrUndefined(Context.getOption(services, DiskReserve)),
+    limits: Context.get(services, Limits),
+    writer: Context.get(services, Writer),
+    bytes: Option.getOrUndefined(Context.getOption(services, QueuedBytes)),
+    events: Option.getOrUndefined(Context.getOption(services, OperationalEvents))
+  })
+
   const admit: Admission["admit"] = (services, tenant, contentLength, maxBodyBytes) => {
-    const disk = Context.getOption(services, DiskReserve)
-    const low = Option.isSome(disk) ? disk.value.refusal() : undefined
+    if (services !== seen || used === undefined) (used = servicesOf(services)), (seen = services)
+    const s = used
+    const low = s.disk?.refusal()
     if (low !== undefined) return low
     const reserve = A.reservationOf(contentLength, maxBodyBytes)
     // An empty budget still takes one request, however large.
     if (buffered > 0 && buffered + reserve > options.maxBufferedBytes) return new A.Busy({ max: options.maxBufferedBytes })
-    const limits = Context.get(services, Limits).ingestOf(tenant)
+    const limits = s.limits.ingestOf(tenant)
     if (limits.maxQueuedBytes > 0) {
-      const ord = Context.get(services, Writer).ordOf(tenant)
-      const bytes = Context.getOption(services, QueuedBytes)
-      if (ord !== undefined && Option.isSome(bytes)) {
-        const queued = bytes.value.of(ord)
+      const ord = s.writer.ordOf(tenant)
+      if (ord !== undefined && s.bytes !== undefined) {
+        const queued = s.bytes.of(ord)
         const over = A.overQuota(queued, limits.maxQueuedBytes)
         // The `tenant.quota_reached` event, once per crossing (src/delivery/operations.ts).
-        const events = Context.getOption(services, OperationalEvents)
-        if (Option.isSome(events)) events.value.quota(tenant, queued, limits.maxQueuedBytes, over)
+        s.events?.quota(tenant, queued, limits.maxQueuedBytes, over)
         if (over) return new A.TenantQuota({ max: limits.maxQueuedBytes })
       }
     }

@@ -20,7 +20,7 @@ import * as Dedupe from "../domain/dedupe.js"
 import * as Signature from "../domain/signature.js"
 import { SYSTEM_TENANT, TenantErased, validTenantId } from "../domain/tenants.js"
 import { Quarantine } from "../lifecycle/quarantine.js"
-import { type IngestResult, type SubmitError, Writer, WriterClosed } from "../queue/writer.js"
+import { type IngestResult, type SubmitError, Writer, WriterClosed, type WriterShape } from "../queue/writer.js"
 import * as Admission from "./admission.js"
 import { readIncoming } from "./body.js"
 import { BadRequest, type EdgeError, NotReady, type Outcome, refusalOf, UnknownSource, VerificationFailed } from "./errors.js"
@@ -123,6 +123,7 @@ export const sourceOf = (method: string | undefined, url: string | undefined): s
   const q = url.indexOf("?", PREFIX.length)
   const raw = url.slice(PREFIX.length, q < 0 ? url.length : q)
   if (raw === "" || raw.includes("/")) return undefined
+  if (!raw.includes("%")) return raw
   try {
     return decodeURIComponent(raw)
   } catch {
@@ -157,6 +158,11 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
     // `ingest.maxBufferedBytes` sizes the listener: it needs a restart.
     const admission = Admission.make({ maxBufferedBytes: config.ingest.maxBufferedBytes })
     const archive = config.archive.enabled
+    // The Writer of the services context in force, looked up once per context (the gate's changes only on a reload).
+    let seen: Context.Context<ApiServices> | undefined
+    let writer: WriterShape | undefined
+    const writerIn = (services: Context.Context<ApiServices>): WriterShape =>
+      services === seen && writer !== undefined ? writer : ((seen = services), (writer = Context.get(services, Writer)))
 
     const send = (res: ServerResponse, started: number, outcome: Outcome, status: number, body: unknown, headers?: Headers) => {
       record(outcome, (performance.now() - started) / 1000)
@@ -233,7 +239,7 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
       if (idempotencyKey instanceof BadRequest) return refuse(res, started, idempotencyKey)
       const eventType = source.eventType === undefined ? undefined : eventTypeOf(source.eventType, headers, body)
       if (eventType instanceof BadRequest) return refuse(res, started, eventType)
-      Context.get(services, Writer).enqueue(
+      writerIn(services).enqueue(
         {
           tenantId: tenant,
           sourceId: source.id,
@@ -262,7 +268,7 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
         const tenant = tenantOf(source, req.headers as Headers)
         if (typeof tenant !== "string") return refuse(res, started, tenant)
         // TEN-5: before the body and its verification, so nothing of an erased tenant is read or quarantined (no store read).
-        if (Context.get(services, Writer).erased(tenant)) return refuse(res, started, new TenantErased({ tenant }))
+        if (writerIn(services).erased(tenant)) return refuse(res, started, new TenantErased({ tenant }))
         const reserved = admission.admit(services, tenant, req.headers["content-length"], maxBodyBytes)
         if (typeof reserved !== "number") return refuse(res, started, reserved)
         // Released once: when the body is read (or refused), or when the request ends without that.
