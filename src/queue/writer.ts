@@ -125,8 +125,10 @@ export const make = (options: WriterOptions = {}) =>
     yield* Metric.update(tenantsGauge, state.nextOrd - 1)
     // TEN-1 §2: tenant id → ord, written only here and only after a commit; cleared whole when full.
     const cache = new Map<string, number>()
-    // The requests waiting for a batch, oldest first (at most `queueCapacity`), and their body bytes.
+    // The requests waiting for a batch, oldest first from `head` (at most `queueCapacity`), and their body bytes.
     let pending: Array<Item> = []
+    let head = 0
+    const waiting = () => pending.length - head
     let queuedBytes = 0
     let closing = false
     const section = yield* Semaphore.make(1)
@@ -170,12 +172,19 @@ export const make = (options: WriterOptions = {}) =>
     const take = (): Array<Item> => {
       let bytes = 0
       let n = 0
-      const max = Math.min(pending.length, o.maxBatch)
-      while (n < max && (n === 0 || bytes + pending[n]!.bytes <= o.maxBatchBytes)) bytes += pending[n++]!.bytes
-      let items: Array<Item>
-      if (n === pending.length) (items = pending), (pending = [])
-      else items = pending.splice(0, n)
+      const max = Math.min(waiting(), o.maxBatch)
+      while (n < max && (n === 0 || bytes + pending[head + n]!.bytes <= o.maxBatchBytes)) bytes += pending[head + n++]!.bytes
       queuedBytes -= bytes
+      if (head === 0 && n === pending.length) {
+        const all = pending
+        pending = []
+        return all
+      }
+      const items = pending.slice(head, head + n)
+      head += n
+      // A backlog is taken from its head in O(batch); the array is cut down once half of it is taken.
+      if (head === pending.length) (pending = []), (head = 0)
+      else if (head * 2 >= pending.length) (pending = pending.slice(head)), (head = 0)
       return items
     }
 
@@ -187,14 +196,14 @@ export const make = (options: WriterOptions = {}) =>
     let armed = false
     let busy: Fiber.Fiber<void> | undefined
     const kick = () => {
-      if (armed || busy !== undefined || closing || pending.length === 0) return
+      if (armed || busy !== undefined || closing || waiting() === 0) return
       armed = true
-      if (o.lingerMs > 0 && pending.length < o.maxBatch) setTimeout(start, o.lingerMs)
+      if (o.lingerMs > 0 && waiting() < o.maxBatch) setTimeout(start, o.lingerMs)
       else setImmediate(start)
     }
     const start = () => {
       armed = false
-      if (busy !== undefined || closing || pending.length === 0) return
+      if (busy !== undefined || closing || waiting() === 0) return
       const fiber = runFork(run(take()))
       busy = fiber
       fiber.addObserver(() => {
@@ -208,7 +217,7 @@ export const make = (options: WriterOptions = {}) =>
       Effect.gen(function* () {
         closing = true
         if (busy !== undefined) yield* Fiber.await(busy)
-        while (pending.length > 0) yield* run(take())
+        while (waiting() > 0) yield* run(take())
       })
     )
 
@@ -220,7 +229,7 @@ export const make = (options: WriterOptions = {}) =>
       const bytes = req.body.length
       // A request larger than the byte bound still goes through an empty queue.
       if (queuedBytes > 0 && queuedBytes + bytes > o.queueBytes) return new Overloaded({ reason: "bytes" })
-      if (pending.length >= o.queueCapacity) return new Overloaded({ reason: "requests" })
+      if (waiting() >= o.queueCapacity) return new Overloaded({ reason: "requests" })
       pending.push({ req, done, bytes })
       queuedBytes += bytes
       kick()
@@ -238,7 +247,7 @@ export const make = (options: WriterOptions = {}) =>
     const submit = (req: IngestRequest): Effect.Effect<IngestResult, SubmitError> =>
       Effect.callback<IngestResult, SubmitError>((resume) => enqueue(req, resume)).pipe(Effect.onExit(() => Effect.yieldNow))
 
-    const queued = Effect.sync(() => pending.length)
+    const queued = Effect.sync(waiting)
 
     const probe = Effect.suspend(() => store.write([put("default", Keys.Meta.nextSeq, Keys.encodeU64(state.nextSeq))], { sync: false }))
     const writable = Effect.suspend(() =>
