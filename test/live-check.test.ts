@@ -40,6 +40,18 @@ describe("live store check", () => {
     })
   )
 
+  it.effect("a due row deferred to its breaker's probe time marks its tenant as moved, though no counter is merged", () =>
+    Effect.gen(function* () {
+      const marks = makeWriteMarks()
+      const mark = yield* marks.mark
+      const batch = Deliveries.batch([Deliveries.defer({ ord: 7, at: 1_000, seq: 3, sink: 0 }, { size: 10, kind: 0 }, 9_000)])
+      expect(batch.some((op) => op.cf === "counters")).toBe(false)
+      yield* marks.track(batch, Effect.void)
+      expect(marks.movedSince(7, mark)).toBe(true)
+      expect(marks.movedSince(8, mark)).toBe(false)
+    })
+  )
+
   it.effect("a counter difference of a tenant that moved during the pass is unconfirmed; one that did not is reported", () =>
     Effect.gen(function* () {
       const base = yield* makeMemoryStore()

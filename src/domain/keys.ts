@@ -51,6 +51,8 @@ export const deliveryPrefix = (seq: number): Uint8Array => delivery.lead(seq)
 const due = fixedCodec(F.due, L.ordAtSeqSink)
 export const dueKey = (ord: number, at: number, seq: number, sink: number): Uint8Array => due.encode(ord, at, seq, sink)
 export const decodeDueKey = (k: Uint8Array): DueRef => due.decode(k)
+/** The tenant of a due key, read in place (the write marks). */
+export const dueKeyOrd = (k: Uint8Array): number => due.first(k)
 export const duePrefix = (ord: number): Uint8Array => due.lead(ord)
 /** Upper bound (exclusive) of a tenant's due rows with at <= `at`. */
 export const dueUpTo = (ord: number, at: number): Uint8Array => due.lead(ord, at + 1)

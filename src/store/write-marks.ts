@@ -4,13 +4,16 @@
  * check-service.ts) tells a difference it read between two halves of a
  * moving store from one that was there all along.
  *
- * TEN-1's invariant makes this enough: every transition of a tenant's
+ * TEN-1's invariant makes this nearly enough: every transition of a tenant's
  * counted rows (due, inflight, dead, archive obligations) merges that
- * tenant's counters in the same atomic batch, with a non-zero sum (no
- * transition is counter-neutral, and no batch's transitions of one tenant
- * cancel: domain/deliveries.ts). So a tenant none of whose counter keys was
- * merged by a write that ended after the mark had the same rows and counters
- * throughout. Writes are tracked when they end (whether they applied or
+ * tenant's counters in the same atomic batch, with a non-zero sum (no batch's
+ * transitions of one tenant cancel: domain/deliveries.ts). The one
+ * counter-neutral transition, `defer` (a due row moved to its open breaker's
+ * probe time), deletes the row's old due key, so a deleted due key marks its
+ * tenant too: a scan that passed the old key and then meets the new one counts
+ * the row twice. So a tenant none of whose counter keys was merged, and none
+ * of whose due keys was deleted, by a write that ended after the mark had the
+ * same rows and counters throughout. Writes are tracked when they end (whether they applied or
  * failed), and `settled` waits for the writes already sent, so a write in
  * flight when a pass starts or ends is seen.
  *
@@ -19,7 +22,7 @@
  * either moves (the safe side: their difference is left unconfirmed).
  */
 import { Duration, Effect } from "effect"
-import { counterKeyOrd } from "../domain/keys.js"
+import { counterKeyOrd, dueKeyOrd, P } from "../domain/keys.js"
 import type { Batch } from "../domain/ops.js"
 
 /** Slots of the tenants' write generations (8 bytes each). */
@@ -65,6 +68,10 @@ export const makeWriteMarks = (): WriteMarksTracker => {
     open.delete(ticket)
     generation++
     for (const op of batch) {
+      if (op.cf === "index") {
+        if (op._tag === "del" && op.key[0] === P.due) slots[dueKeyOrd(op.key) % WRITE_MARK_SLOTS] = generation
+        continue
+      }
       if (op.cf !== "counters") continue
       // A range of counters: every tenant may have moved.
       if (op._tag === "deleteRange") everyone = generation
