@@ -23,11 +23,9 @@
  * `ankusa_delivery_outcomes_total{outcome="delivered"}` both equal to the healthy hooks queued).
  * Run: npx tsx bench/breaker-bench.ts [--quick] [--hooks N] [--pairs N]
  */
-import { createServer } from "node:net"
-import type { AddressInfo } from "node:net"
 import { queueHooks } from "./lib/hook-senders.js"
 import { rawPost } from "./lib/load.js"
-import { tempDir } from "./lib/proc.js"
+import { closedPort, tempDir } from "./lib/proc.js"
 import { arg, finish, fmt, int, log, machine, main, quick, table } from "./lib/report.js"
 import { metricValue, type ServeChild, startServe } from "./lib/serve-child.js"
 import { startTarget, type Target } from "./lib/target-server.js"
@@ -67,16 +65,6 @@ const config = {
 
 const healthy = (i: number) => `healthy-${i + 1}`
 const failing = (i: number) => `failing-${i + 1}`
-
-/** A loopback port nothing listens on: bound, then closed. */
-const closedPort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer()
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as AddressInfo
-      s.close(() => resolve(port))
-    })
-  })
 
 /** One endpoint for each tenant, SETUP_CONCURRENCY creates at a time. */
 const createEndpoints = async (server: ServeChild, targets: ReadonlyArray<readonly [string, string]>) => {

@@ -7,10 +7,9 @@
  */
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
-import { createServer } from "node:net"
-import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import { closedPort } from "../bench/lib/proc.js"
 import { TOP_TENANTS } from "../src/observability/gauges.js"
 import { leftovers, runAnkusa, servingAddress } from "./support/node-child.js"
 import { startRecordingSink } from "./support/record-sink.js"
@@ -19,16 +18,6 @@ const TOKEN = "breaker-metrics-token-0001"
 const FAILING = 105
 
 const { children, dirs, closers: sinks } = leftovers(afterEach)
-
-/** A loopback port nothing listens on: bound, then closed. */
-const closedPort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer()
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as AddressInfo
-      s.close(() => resolve(port))
-    })
-  })
 
 const api = async (url: string, method: string, route: string, body?: unknown) => {
   const r = await fetch(`${url}${route}`, {

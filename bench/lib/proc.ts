@@ -1,5 +1,6 @@
 /** Memory of a process from /proc/<pid>/status (Linux): resident now (VmRSS) and its peak (VmHWM), in bytes. */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { createServer, type AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 
@@ -66,3 +67,13 @@ export const namedThreadsCpuMs = (pid: number | "self" = "self"): Map<string, { 
   }
   return out
 }
+
+/** A loopback port nothing listens on: bound, then closed (a destination that refuses connections). */
+export const closedPort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer()
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as AddressInfo
+      s.close(() => resolve(port))
+    })
+  })
