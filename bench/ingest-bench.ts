@@ -396,16 +396,16 @@ main("ingest-bench", async () => {
   const serverCpu = serverBy((c) => c.all)
   const storeCpu = storeBy((w) => w.cpuOthers)
   const floor = bareCpu + storeCpu
-  const ops = rounds.reduce((t, r) => t + r.w64.build + r.w64.encode, 0) / rounds.length
+  const mean = (f: (r: Round) => number) => rounds.reduce((t, r) => t + f(r), 0) / rounds.length
+  const worst = (f: (r: Round) => number) => Math.max(...rounds.map(f))
+  const ops = mean((r) => r.w64.build + r.w64.encode)
   const floorOps = floor + ops
   const floorRatio = serverCpu / Math.max(1e-9, floorOps)
   const roundRatios = rounds.map((r) => perReq(r.a, r.a.cpu.all) / (perReq(r.b, r.b.cpu.all) + r.w64.cpuOthers + r.w64.build + r.w64.encode))
-  const a = rounds[0]!.a
-  const b = rounds[0]!.b
-  const rate = rounds.reduce((t, r) => t + r.a.load.rate, 0) / rounds.length
-  const ratio = rate / (rounds.reduce((t, r) => t + r.b.load.rate, 0) / rounds.length)
-  const p99 = Math.max(...rounds.map((r) => r.a.load.p99Ms))
-  const w64 = rounds[0]!.w64
+  const rate = mean((r) => r.a.load.rate)
+  const bareRate = mean((r) => r.b.load.rate)
+  const ratio = rate / bareRate
+  const p99 = worst((r) => r.a.load.p99Ms)
   console.log(
     `\nFloor: bare ${fmt(bareCpu, 1)} µs a request + the store's own threads ${fmt(storeCpu, 1)} µs a hook (${rounds.map((r) => int(r.floorHooks)).join(" and ")} hooks in synced 64-hook batches on a fresh store, commit worker; ` +
       `by thread: the commit worker ${fmt(storeBy((w) => w.cpuBy.worker), 1)}, RocksDB ${fmt(storeBy((w) => w.cpuBy.rocksdb), 1)}, V8's helpers and the rest ${fmt(storeBy((w) => w.cpuBy.other), 1)}) ` +
@@ -418,7 +418,7 @@ main("ingest-bench", async () => {
   console.log(
     `The server's CPU a hook by thread: main ${fmt(serverBy((c) => c.main), 1)}, commit worker ${fmt(serverBy((c) => c.by.worker), 1)}, ` +
       `RocksDB ${fmt(serverBy((c) => c.by.rocksdb), 1)}, V8's helpers and the rest ${fmt(serverBy((c) => c.by.other), 1)} µs ` +
-      `(${[...a.cpu.names].filter(([, ms]) => ms > 0).sort((x, y) => y[1] - x[1]).map(([n]) => `${n} ${fmt(serverBy((c) => c.names.get(n) ?? 0), 1)}`).join(", ")}).`
+      `(${[...rounds[0]!.a.cpu.names].filter(([, ms]) => ms > 0).sort((x, y) => y[1] - x[1]).map(([n]) => `${n} ${fmt(serverBy((c) => c.names.get(n) ?? 0), 1)}`).join(", ")}).`
   )
   const all202 = rounds.every((r) => Object.keys(r.a.load.statuses).every((s) => s === "202") && r.a.load.errors === 0)
   const pass = floorRatio <= MAX_FLOOR_RATIO && p99 < TARGET_P99_MS && all202
@@ -427,9 +427,9 @@ main("ingest-bench", async () => {
     pass,
     `CPU ${fmt(serverCpu, 1)} µs a hook, ${fmt(floorRatio, 2)} x the floor with the ops ${fmt(floorOps, 1)} µs (rule <= ${MAX_FLOOR_RATIO}; ` +
       `bare ${fmt(bareCpu, 1)} + the store's own threads ${fmt(storeCpu, 1)} + ops ${fmt(ops, 1)}); ` +
-      `p50 ${fmt(a.load.p50Ms, 2)} ms, p99 ${fmt(p99, 2)} ms (the worst round; rule < ${TARGET_P99_MS})${all202 ? ", every answer 202" : "; NOT every answer was 202"}; ` +
-      `${int(rate)} hooks/s (${fmt(ratio, 2)} x bare node:http ${int(b.load.rate)} req/s, not gated), loop p99 ${fmt(a.loopP99, 2)} ms, peak RSS ${mib(a.peakRss)}; ` +
+      `p50 ${fmt(worst((r) => r.a.load.p50Ms), 2)} ms, p99 ${fmt(p99, 2)} ms (the worst round's; rule < ${TARGET_P99_MS})${all202 ? ", every answer 202" : "; NOT every answer was 202"}; ` +
+      `${int(rate)} hooks/s (${fmt(ratio, 2)} x bare node:http ${int(bareRate)} req/s, the rounds' means, not gated), loop p99 ${fmt(worst((r) => r.a.loopP99), 2)} ms, peak RSS ${mib(worst((r) => r.a.peakRss))}; ` +
       `store alone (256-hook synced batch) ${fmt(w256.commit, 1)} µs/hook (worker), ${fmt(m256.commit, 1)} (main); ` +
-      `a 64-hook synced batch bounds ${CONNECTIONS} connections at ${int(w64.bound)} hooks/s`
+      `a 64-hook synced batch bounds ${CONNECTIONS} connections at ${int(rounds[0]!.w64.bound)} hooks/s`
   )
 })
