@@ -69,7 +69,8 @@ export const makeWriteMarks = (): WriteMarksTracker => {
     generation++
     for (const op of batch) {
       if (op.cf === "index") {
-        if (op._tag === "del" && op.key[0] === P.due) slots[dueKeyOrd(op.key) % WRITE_MARK_SLOTS] = generation
+        // A due key's ord is its bytes 1 to 4 (keys.ts); a shorter key is none of this family's.
+        if (op._tag === "del" && op.key[0] === P.due && op.key.length >= 5) slots[dueKeyOrd(op.key) % WRITE_MARK_SLOTS] = generation
         continue
       }
       if (op.cf !== "counters") continue
