@@ -50,6 +50,7 @@ import { memoryOf, namedThreadsCpuMs, tempDir } from "./lib/proc.js"
 import { builder, dueHooks } from "./lib/queued-store.js"
 import { arg, finish, fmt, int, log, machine, main, mib, quick, table } from "./lib/report.js"
 import { bareClientLoop, type BareResult, mainThreadCpuUs } from "./lib/bare-client.js"
+import { ownClientLoop, storeAlone } from "./lib/delivery-floor.js"
 import { startTarget, type Target } from "./lib/target-server.js"
 
 const HOOKS = arg("hooks", quick ? 10_000 : 50_000)
@@ -66,6 +67,10 @@ export const MAX_CPU_RATIO = 1.5
 const BARE_WARMUP_CALLS = 2_000
 /** A run that has not drained after this long stops there: its rate is what it delivered so far. */
 const DRAIN_TIMEOUT_MS = 2 * 60_000
+/** TEN-1's transitions alone claim like the defaults' drain: about 4 tenants of about 50 rows a tick, about 90 outcomes a commit. */
+const ALONE_VISITS = 4
+const ALONE_PER_VISIT = 50
+const ALONE_SETTLE_BATCH = 90
 /** How often the aggregate counters are read to see the drain's end. */
 const POLL_MS = 20
 
@@ -221,6 +226,16 @@ const bareRun = async (s: Settings, sink: Target): Promise<BareResult> => {
   return bareClientLoop(url, body, HOOKS, s.concurrency)
 }
 
+/** The sinks' client alone and TEN-1's transitions alone (bench/lib/delivery-floor.ts), at the defaults' shapes. */
+const partsAlone = async (s: Settings, sink: Target) => {
+  log(`delivery-bench ${s.name}: the sinks' client alone, then TEN-1's transitions alone (no calls)`)
+  const client = await ownClientLoop(`${sink.url}/sink`, Buffer.alloc(BODY_BYTES, 0x61), HOOKS, BARE_WARMUP_CALLS, s.concurrency)
+  const store = await Effect.runPromise(
+    storeAlone({ tenants: TENANTS, bodyBytes: BODY_BYTES, warmup: WARMUP, rows: HOOKS, visits: ALONE_VISITS, perVisit: ALONE_PER_VISIT, settleBatch: ALONE_SETTLE_BATCH })
+  )
+  return { client, store }
+}
+
 /** The mean of the bare loops before and after a drain: the base of both rules. */
 const meanOf = (a: BareResult, b: BareResult) => ({
   rate: (a.rate + b.rate) / 2,
@@ -243,7 +258,9 @@ main("delivery-bench", async () => {
       const before = await bareRun(s, bareSink)
       const r = await Effect.runPromise(run(s, sink))
       const after = await bareRun(s, bareSink)
-      results.push({ ...r, bare: meanOf(before, after), bares: [before, after] as const })
+      // The parts alone, for the defaults: the sinks' own client, then TEN-1's transitions without calls.
+      const parts = s.name === "defaults" ? await partsAlone(s, bareSink) : undefined
+      results.push({ ...r, bare: meanOf(before, after), bares: [before, after] as const, parts })
     } finally {
       await sink.close()
       await bareSink.close()
@@ -276,6 +293,14 @@ main("delivery-bench", async () => {
   )
   const d = results[0]!
   const t = results[1]!
+  const parts = d.parts!
+  const floor = parts.client.cpuUs + parts.store.cpuUs
+  console.log(
+    `parts alone (defaults): the sinks' client ${fmt(parts.client.cpuUs, 1)} µs a call (main thread ${fmt(parts.client.mainUs ?? NaN, 1)}), ` +
+      `TEN-1's transitions ${fmt(parts.store.cpuUs, 1)} µs a delivery (main thread ${fmt(parts.store.mainUs ?? NaN, 1)}): ${fmt(floor, 1)} µs, ` +
+      `${fmt(floor / d.bare.cpuUsPerCall, 2)} x the bare call; the drain ${fmt(d.cpuUsPerDelivery, 1)} µs is ${fmt(d.cpuUsPerDelivery / floor, 2)} x their sum, ` +
+      `the pipeline's own work ${fmt(d.cpuUsPerDelivery - floor, 1)} µs a delivery`
+  )
   const clean = d.drained && d.dead === 0 && d.left === 0 && d.bare.failed === 0
   const ratio = d.rate / d.bare.rate
   const cpuRatio = d.cpuUsPerDelivery / Math.max(1e-9, d.bare.cpuUsPerCall)
@@ -289,7 +314,7 @@ main("delivery-bench", async () => {
     `${int(d.rate)} deliveries/s with the defaults, ratio ${fmt(ratio, 2)} to the mean bare loop's ${int(d.bare.rate)} calls/s (rule >= ${MIN_RATIO}), ` +
       `CPU ${fmt(d.cpuUsPerDelivery, 0)} µs a delivery, ${fmt(cpuRatio, 2)} x bare ${fmt(d.bare.cpuUsPerCall, 0)} a call (rule <= ${MAX_CPU_RATIO})` +
       `${d.mainCpuUsPerDelivery === undefined || d.bare.mainCpuUsPerCall === undefined ? "" : `, main thread ${fmt(d.mainCpuUsPerDelivery, 0)} (bare ${fmt(d.bare.mainCpuUsPerCall, 0)})`}, ` +
-      `sink max concurrency ${d.sinkMaxConcurrent}; ` +
+      `sink max concurrency ${d.sinkMaxConcurrent}; parts alone ${fmt(floor, 0)} µs (client ${fmt(parts.client.cpuUs, 0)}, transitions ${fmt(parts.store.cpuUs, 0)}), pipeline's own ${fmt(d.cpuUsPerDelivery - floor, 0)}; ` +
       `tuned (tickMs ${t.settings.tickMs}, maxInflight ${t.settings.maxInflight}, concurrency ${t.settings.concurrency}) ${int(t.rate)}/s, ` +
       `bare ${int(t.bare.rate)} calls/s, ratio ${fmt(t.rate / t.bare.rate, 2)}, ` +
       `sink max concurrency ${t.sinkMaxConcurrent}${clean ? "" : `; NOT drained cleanly (dead ${d.dead}, left ${d.left}, bare failures ${d.bare.failed})`}`
