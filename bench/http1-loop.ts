@@ -10,6 +10,7 @@
 import { resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import type * as Http1Module from "../src/delivery/http1.js"
+import { clientLoop, measure } from "./lib/delivery-floor.js"
 import { arg, fmt, int, machine } from "./lib/report.js"
 import { startTarget } from "./lib/target-server.js"
 
@@ -23,34 +24,13 @@ const Http1 = (await import(pathToFileURL(`${tree}/src/delivery/http1.ts`).href)
 const target = await startTarget({ status: 204 })
 const u = new URL(target.url)
 const pool = Http1.pool({ secure: false, hostname: u.hostname, port: Number(u.port), maxSockets: CONCURRENCY, idleMs: 4_000 })
-const body = Buffer.alloc(1_024, 97)
-const head = `POST ${u.pathname} HTTP/1.1\r\nhost: ${u.host}\r\nuser-agent: ankusa/0.1\r\nwebhook-id: msg_1\r\nwebhook-timestamp: 1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`
-
-const run = (calls: number) =>
-  new Promise<void>((done, fail) => {
-    let started = 0
-    let ended = 0
-    const one = () => {
-      started++
-      pool.send(head, body, (e) => {
-        if (e._tag !== "Answer" || e.status !== 204) return fail(new Error(JSON.stringify(e)))
-        ended++
-        if (started < calls) one()
-        else if (ended === calls) done()
-      })
-    }
-    for (let i = 0; i < CONCURRENCY; i++) one()
-  })
+const loop = clientLoop(pool, u, Buffer.alloc(1_024, 97), CONCURRENCY)
 
 console.log(`http1-loop: ${tree}, ${int(CALLS)} calls a round at concurrency ${CONCURRENCY}; ${machine()}`)
-await run(5_000)
+await loop(5_000)
 for (let r = 1; r <= ROUNDS; r++) {
-  const cpu0 = process.cpuUsage()
-  const t0 = performance.now()
-  await run(CALLS)
-  const cpu = process.cpuUsage(cpu0)
-  const ms = performance.now() - t0
-  console.log(`round ${r}: ${fmt((cpu.user + cpu.system) / CALLS)} µs CPU a call, ${int((CALLS / ms) * 1000)} calls/s`)
+  const c = await measure(CALLS, () => loop(CALLS))
+  console.log(`round ${r}: ${fmt(c.cpuUs)} µs CPU a call, ${int(c.rate)} calls/s`)
 }
 pool.close()
 await target.close()

@@ -24,14 +24,23 @@ const BUILT = "ANKUSA_BENCH_AS_BUILT"
 const META = ["import", "meta"].join(".")
 const root = join(import.meta.dirname, "..", "..")
 
-export const reexecAsBuilt = async (benchUrl: string): Promise<boolean> => {
-  if (process.env[BUILT] === "1") {
-    // The bundle ends with the bench process that ran it, even one killed by SIGKILL (the gate's time limit).
-    process.once("disconnect", () => process.exit(1))
-    return false
+/** This process's node flags (a profile, a trace) for the bundle, less tsx's loader. */
+const nodeFlags = (): Array<string> => {
+  const out: Array<string> = []
+  const a = process.execArgv
+  for (let i = 0; i < a.length; i++) {
+    if ((a[i] === "--import" || a[i] === "--require") && /tsx/.test(a[i + 1] ?? "")) i++
+    else if (!/^--(import|require)=.*tsx/.test(a[i]!)) out.push(a[i]!)
   }
-  const entry = fileURLToPath(benchUrl)
-  const out = join(root, "node_modules", ".cache", "ankusa-bench", basename(entry, ".ts"))
+  return out
+}
+
+/**
+ * Bundle the bench module `entry` with the build's options into node_modules/.cache/ankusa-bench/`name`/
+ * (src/'s .mjs files copied beside it); the bundle's path.
+ */
+export const bundled = async (entry: string, name: string): Promise<string> => {
+  const out = join(root, "node_modules", ".cache", "ankusa-bench", name)
   mkdirSync(out, { recursive: true })
   const outfile = join(out, "bench.mjs")
   await build({
@@ -65,7 +74,18 @@ export const reexecAsBuilt = async (benchUrl: string): Promise<boolean> => {
   for (const f of readdirSync(join(root, "src"), { recursive: true, encoding: "utf8" })) {
     if (f.endsWith(".mjs")) copyFileSync(join(root, "src", f), join(out, basename(f)))
   }
-  const child = spawn(process.execPath, [outfile, ...process.argv.slice(2)], { stdio: ["inherit", "inherit", "inherit", "ipc"], env: { ...process.env, [BUILT]: "1" } })
+  return outfile
+}
+
+export const reexecAsBuilt = async (benchUrl: string): Promise<boolean> => {
+  if (process.env[BUILT] === "1") {
+    // The bundle ends with the bench process that ran it, even one killed by SIGKILL (the gate's time limit).
+    process.once("disconnect", () => process.exit(1))
+    return false
+  }
+  const entry = fileURLToPath(benchUrl)
+  const outfile = await bundled(entry, basename(entry, ".ts"))
+  const child = spawn(process.execPath, [...nodeFlags(), outfile, ...process.argv.slice(2)], { stdio: ["inherit", "inherit", "inherit", "ipc"], env: { ...process.env, [BUILT]: "1" } })
   for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => child.kill(signal))
   const code = await new Promise<number>((done) => child.once("exit", (c, s) => done(c ?? (s === null ? 1 : 128))))
   process.exitCode = code

@@ -24,40 +24,50 @@ export interface PartCost {
   readonly cpuUs: number
   /** The main thread's alone, µs (undefined without /proc). */
   readonly mainUs: number | undefined
+  /** Calls or deliveries a second. */
+  readonly rate: number
 }
 
-const measure = async (n: number, work: () => Promise<void>): Promise<PartCost> => {
+/** CPU and wall time of `work`, which does `n` calls or deliveries. */
+export const measure = async (n: number, work: () => Promise<void>): Promise<PartCost> => {
   const cpu0 = process.cpuUsage()
   const main0 = mainThreadCpuUs()
+  const t0 = performance.now()
   await work()
+  const seconds = (performance.now() - t0) / 1000
   const cpu = process.cpuUsage(cpu0)
   const main1 = mainThreadCpuUs()
-  return { cpuUs: (cpu.user + cpu.system) / n, mainUs: main0 === undefined || main1 === undefined ? undefined : (main1 - main0) / n }
+  return { cpuUs: (cpu.user + cpu.system) / n, mainUs: main0 === undefined || main1 === undefined ? undefined : (main1 - main0) / n, rate: n / seconds }
 }
 
-/** The sinks' client alone: `calls` POSTs of `body` at `concurrency`, after `warmup` of them; each answer must be a 2xx. */
-export const ownClientLoop = async (url: string, body: Uint8Array, calls: number, warmup: number, concurrency: number): Promise<PartCost> => {
-  const u = new URL(url)
-  const pool = Http1.pool({ secure: false, hostname: u.hostname, port: Number(u.port), maxSockets: concurrency, idleMs: 4_000 })
+/** A closed loop of `concurrency` POSTs of `body` to `url` through `pool`; each answer must be a 2xx. Returns the loop of `calls` calls. */
+export const clientLoop = (pool: Http1.Pool, url: URL, body: Uint8Array, concurrency: number) => {
   const head =
-    `POST ${u.pathname} HTTP/1.1\r\nhost: ${u.host}\r\nuser-agent: ankusa\r\nwebhook-id: msg_1\r\nwebhook-timestamp: 1\r\n` +
+    `POST ${url.pathname} HTTP/1.1\r\nhost: ${url.host}\r\nuser-agent: ankusa\r\nwebhook-id: msg_1\r\nwebhook-timestamp: 1\r\n` +
     `content-type: application/json\r\ncontent-length: ${body.byteLength}\r\n\r\n`
-  const loop = (n: number) =>
+  return (calls: number) =>
     new Promise<void>((done, fail) => {
       let started = 0
       let ended = 0
       const one = () => {
         started++
         pool.send(head, body, (e) => {
-          if (e._tag !== "Answer" || e.status < 200 || e.status >= 300) return fail(new Error(`own client loop: ${JSON.stringify(e)}`))
+          if (e._tag !== "Answer" || e.status < 200 || e.status >= 300) return fail(new Error(`client loop: ${JSON.stringify(e)}`))
           ended++
-          if (started < n) one()
-          else if (ended === n) done()
+          if (started < calls) one()
+          else if (ended === calls) done()
         })
       }
-      for (let i = 0; i < Math.min(concurrency, n); i++) one()
+      for (let i = 0; i < Math.min(concurrency, calls); i++) one()
     })
+}
+
+/** The sinks' client alone: `calls` POSTs at `concurrency`, after `warmup` of them. */
+export const ownClientLoop = async (url: string, body: Uint8Array, calls: number, warmup: number, concurrency: number): Promise<PartCost> => {
+  const u = new URL(url)
+  const pool = Http1.pool({ secure: false, hostname: u.hostname, port: Number(u.port), maxSockets: concurrency, idleMs: 4_000 })
   try {
+    const loop = clientLoop(pool, u, body, concurrency)
     await loop(warmup)
     return await measure(calls, () => loop(calls))
   } finally {
@@ -127,6 +137,7 @@ export const storeAlone = (shape: StoreAloneShape): Effect.Effect<PartCost, unkn
           measured = await Effect.runPromise(drain(shape.rows))
         })
       )
-      return { cpuUs: (cost.cpuUs * shape.rows) / measured, mainUs: cost.mainUs === undefined ? undefined : (cost.mainUs * shape.rows) / measured }
+      const k = shape.rows / measured
+      return { cpuUs: cost.cpuUs * k, mainUs: cost.mainUs === undefined ? undefined : cost.mainUs * k, rate: cost.rate / k }
     })
   )
