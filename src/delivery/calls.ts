@@ -147,7 +147,7 @@ export const makeSinkCalls = (
     const { settleUnroutable, failed, delivered } = makeCallOutcomes(queue, outcomes)
     /** A claimed row given back to due (its endpoint has no pool yet): uncounted, its tenant waiting (`admit`). */
     const giveBack = (c: Claimed) =>
-      Effect.tap(queue.unclaim([c.entry]), () => Effect.sync(() => ((state.inflight -= 1), fair.released(c.ref.ord, 1))))
+      Effect.tap(queue.unclaim([c.entry]), () => Effect.sync(() => ((state.inflight -= 1), (state.inflightBytes -= c.entry.value.size), fair.released(c.ref.ord, 1))))
 
     /** Tenants refused while their endpoints were read or no endpoint pool was free, with the lowest `at` refused. */
     const waitingTenants = new Map<number, number>()
@@ -194,6 +194,7 @@ export const makeSinkCalls = (
             : Effect.logError("pipeline: delivery failed; row left inflight for boot recovery", { seq: c.ref.seq, sinkIndex: c.ref.sink, cause: Cause.pretty(cause) }).pipe(
                 Effect.andThen(Effect.sync(() => {
                   state.inflight -= 1
+                  state.inflightBytes -= c.entry.value.size
                   fair.released(c.ref.ord, 1)
                 }))
               )

@@ -18,6 +18,8 @@ export interface PipelineOptions {
   readonly claimBytes: number
   /** Rows claimed and not yet settled, across sinks: bounds sink calls and envelopes in memory. */
   readonly maxInflight: number
+  /** Bytes (delivery row sizes) of the rows claimed and not yet settled: bounds the envelopes in memory (a claim's first row is taken even past it). */
+  readonly maxInflightBytes: number
   /** Tenants in the dispatch round at once (TEN-3, src/delivery/fair.ts). */
   readonly activeTenants: number
   /** Rows per unit of weight a tenant is offered per round at least (the DRR quantum). */
@@ -60,7 +62,8 @@ export const Defaults = {
   tickMs: 100,
   claimLimit: 1_000,
   claimBytes: 64 * 1024 * 1024,
-  maxInflight: 256,
+  maxInflight: 1_024,
+  maxInflightBytes: 64 * 1024 * 1024,
   activeTenants: 4_096,
   quantumRows: 64,
   commitBatch: 256,
@@ -73,6 +76,7 @@ export const Ranges: Readonly<Record<keyof typeof Defaults, readonly [number, nu
   claimLimit: [1, 100_000],
   claimBytes: [1, 1024 * 1024 * 1024],
   maxInflight: [1, 100_000],
+  maxInflightBytes: [1, 4 * 1024 * 1024 * 1024],
   activeTenants: [1, 100_000],
   quantumRows: [1, 10_000],
   commitBatch: [1, 10_000],
@@ -131,6 +135,8 @@ export const resolve = (input: Input): Effect.Effect<PipelineOptions> =>
 export interface PipelineState {
   /** Claimed rows whose outcome is not committed: the global inflight bound. */
   inflight: number
+  /** Their bytes (delivery row sizes): `maxInflightBytes`. */
+  inflightBytes: number
   /** Set at shutdown once the tick is stopped: no claim after it, and failed commits stop retrying. */
   stopping: boolean
   /** The sinks' free places, and all their places (calls.ts sets both; a claim never takes more than the first). */

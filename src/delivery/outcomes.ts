@@ -13,6 +13,8 @@ import type { Fair } from "./fair.js"
 export interface Settled {
   /** What becomes of the row (the queue writes its transition). */
   readonly result: Outcome
+  /** The claimed row's size, as the claim counted it in `inflightBytes`. */
+  readonly bytes: number
   readonly sink: string
   readonly outcome: M.Outcome
 }
@@ -75,6 +77,7 @@ export const makeOutcomes = (
         }),
         Effect.ensuring(Effect.suspend(() => {
           state.inflight -= items.length
+          for (const i of items) state.inflightBytes -= i.bytes
           for (const i of items) fair.released(i.result.ref.ord, 1)
           // Slots freed: claim again without waiting out the tick period (docs/delivery.md "Dispatch tick").
           const free = Math.min(o.maxInflight - state.inflight, state.room())

@@ -100,7 +100,7 @@ export const make = (input: Input) =>
   Effect.gen(function* () {
     const o = yield* resolve(input)
     const queue = yield* Queue
-    const state: PipelineState = { inflight: 0, stopping: false, room: () => Number.POSITIVE_INFINITY, capacity: () => Number.POSITIVE_INFINITY }
+    const state: PipelineState = { inflight: 0, inflightBytes: 0, stopping: false, room: () => Number.POSITIVE_INFINITY, capacity: () => Number.POSITIVE_INFINITY }
     // Present from boot: no tick has visited a tenant yet.
     yield* Metric.update(M.activeTenants, 0)
     const wakes = yield* Wake

@@ -117,7 +117,7 @@ export const makeTick = (
     })
 
   /** Up to CLAIM_PASSES plans and claims: a pass whose tenants drained leaves budget for the next. */
-  const claim = (now: number, rows: number, limits: (ord: number) => TenantLimits) => {
+  const claim = (now: number, rows: number, bytes: number, limits: (ord: number) => TenantLimits) => {
     const visits: Array<Visit> = []
     // Rows claimed (written) by the passes so far: given back if a later pass fails.
     const taken: Array<DueEntry> = []
@@ -126,7 +126,7 @@ export const makeTick = (
     const open = calls.roomForAll(rows)
     return Effect.gen(function* () {
       let rowsLeft = rows
-      let bytesLeft = o.claimBytes
+      let bytesLeft = bytes
       for (let pass = 0; pass < CLAIM_PASSES && rowsLeft > 0 && bytesLeft > 0; pass++) {
         const planned = fair.plan(rowsLeft, bytesLeft, now, limits)
         if (planned.length === 0) {
@@ -172,17 +172,20 @@ export const makeTick = (
     // tick runs for those, within their spare places.
     const room = calls.room()
     const free = Math.min(o.claimLimit, o.maxInflight - state.inflight, room > 0 ? room : calls.spare())
+    // The bytes held in memory are bounded too (the claim takes a tenant's first row even past it).
+    const freeBytes = Math.min(o.claimBytes, o.maxInflightBytes - state.inflightBytes)
     // Saturated: visit nothing, and leave the active-tenants gauge at the last real visit.
-    if (free <= 0 || state.stopping) return { visited: [], claimed: [] }
+    if (free <= 0 || freeBytes <= 0 || state.stopping) return { visited: [], claimed: [] }
     const now = yield* Clock.currentTimeMillis
     yield* discover(now)
     const members = fair.members()
     const read = yield* limitsOf(members)
     const byOrd = new Map<number, TenantLimits>()
     members.forEach((ord, i) => byOrd.set(ord, read[i]!))
-    const visits = yield* claim(now, free, (ord) => byOrd.get(ord)!)
+    const visits = yield* claim(now, free, freeBytes, (ord) => byOrd.get(ord)!)
     fair.sweepBuckets(now)
     state.inflight += visits.reduce((n, v) => n + v.rows.length, 0)
+    state.inflightBytes += visits.reduce((n, v) => v.rows.reduce((m, r) => m + r.value.size, n), 0)
     const claimed: Array<Claimed> = []
     for (const v of visits) {
       for (let i = 0; i < v.rows.length; i++) {

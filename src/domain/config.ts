@@ -231,12 +231,12 @@ const Writer = Schema.Struct({
 const Pipeline = Schema.Struct({
   /** Dispatch tick period. */
   tickMs: withDefault(int(1, 60_000), () => 100),
-  /** Rows claimed per tick at most, across tenants. */
+  /** Rows, and their bytes, claimed per tick at most across tenants (a tenant's first row is taken even past the bytes). */
   claimLimit: withDefault(int(1, 100_000), () => 1_000),
-  /** Bytes claimed per tick at most (a tenant's first row is taken even past it). */
   claimBytes: withDefault(int(1, 1_024 * MiB), () => 64 * MiB),
-  /** Rows claimed and not yet settled, across sinks. */
-  maxInflight: withDefault(int(1, 100_000), () => 256),
+  /** Rows claimed and not yet settled, across sinks, and their bytes (a claim's first row is taken even past those). */
+  maxInflight: withDefault(int(1, 100_000), () => 1_024),
+  maxInflightBytes: withDefault(int(1, 4_096 * MiB), () => 64 * MiB),
   /** Tenants in the dispatch round at once (TEN-3). */
   activeTenants: withDefault(int(1, 100_000), () => 4_096),
   /** Rows per unit of weight a tenant is offered per round at least (TEN-3 quantum). */
