@@ -25,6 +25,19 @@ const header = (h: IncomingHttpHeaders) => (name: string) => {
 const aggregateIsZero = (w: World) =>
   w.queue.aggregate.pipe(Effect.map((c) => c.pending === 0 && c.scheduled === 0 && c.inflight === 0 && c.bytes === 0 && c.dead === 0))
 
+/** Wait until every row is delivered and none is inflight; the most rows inflight at once meanwhile. */
+const drainedInflightPeak = (w: World, inflight: Effect.Effect<number>) =>
+  Effect.gen(function* () {
+    let peak = 0
+    yield* until(
+      "every row is delivered",
+      Effect.zipWith(aggregateIsZero(w), inflight, (zero, n) => {
+        peak = Math.max(peak, n)
+        return zero && n === 0
+      })
+    )
+    return peak
+  })
 const count = (sink: string, o: M.Outcome) => Metric.value(M.outcome(sink, o)).pipe(Effect.map((s) => s.count))
 
 const row = (w: World, seq: number, sink: number) =>
@@ -394,14 +407,7 @@ describe("pipeline", () => {
         maxInflight: 4,
         sinks: [sinkOf("a", a.url, { concurrency: 3 }), sinkOf("b", b.url, { concurrency: 3 })]
       })
-      let inflightPeak = 0
-      yield* until(
-        "every row is delivered",
-        Effect.zipWith(aggregateIsZero(w), pipeline.inflight, (zero, n) => {
-          inflightPeak = Math.max(inflightPeak, n)
-          return zero && n === 0
-        })
-      )
+      const inflightPeak = yield* drainedInflightPeak(w, pipeline.inflight)
       expect(a.received.length).toBe(12)
       expect(b.received.length).toBe(12)
       expect(peak.a).toBeLessThanOrEqual(3)
@@ -424,14 +430,7 @@ describe("pipeline", () => {
       const size = Math.max(...hooks.map((h) => h.size))
       expect(4 * Math.min(...hooks.map((h) => h.size))).toBeGreaterThan(3 * size)
       const { pipeline } = yield* startPipeline(w, { tickMs: 10, maxInflight: 1_000, maxInflightBytes: 3 * size, sinks: [sinkOf("s", sink.url, { concurrency: 8 })] })
-      let peak = 0
-      yield* until(
-        "every row is delivered",
-        Effect.zipWith(aggregateIsZero(w), pipeline.inflight, (zero, n) => {
-          peak = Math.max(peak, n)
-          return zero && n === 0
-        })
-      )
+      const peak = yield* drainedInflightPeak(w, pipeline.inflight)
       expect(sink.received.length).toBe(12)
       // The bound and one row past it at most: a claim takes its first row even past the bytes left.
       expect(peak).toBeLessThanOrEqual(4)
