@@ -16,7 +16,7 @@ import { DiskReserve } from "../lifecycle/disk-reserve.js"
 import { Limits } from "../queue/limits.js"
 import { QueuedBytes } from "../queue/queued-bytes.js"
 import { Writer } from "../queue/writer.js"
-import type { ApiServices } from "./gate.js"
+import { type ApiServices, perServices } from "./gate.js"
 
 /** Rate buckets kept before the full ones are swept (at most once a second); a bucket not yet refilled is never dropped. */
 export const INGEST_BUCKETS_SWEEP = 65_536
@@ -70,20 +70,17 @@ export const make = (options: AdmissionOptions): Admission => {
     return taken === true ? undefined : new A.TenantRate({ perSec, retryAfterS: taken })
   }
 
-  // The services admission uses, looked up once per services context (the gate's changes only on a reload).
-  let seen: Context.Context<ApiServices> | undefined
-  let used: ReturnType<typeof servicesOf> | undefined
-  const servicesOf = (services: Context.Context<ApiServices>) => ({
+  // The services admission uses, looked up once per services context.
+  const servicesOf = perServices((services) => ({
     disk: Option.getOrUndefined(Context.getOption(services, DiskReserve)),
     limits: Context.get(services, Limits),
     writer: Context.get(services, Writer),
     bytes: Option.getOrUndefined(Context.getOption(services, QueuedBytes)),
     events: Option.getOrUndefined(Context.getOption(services, OperationalEvents))
-  })
+  }))
 
   const admit: Admission["admit"] = (services, tenant, contentLength, maxBodyBytes) => {
-    if (services !== seen || used === undefined) (used = servicesOf(services)), (seen = services)
-    const s = used
+    const s = servicesOf(services)
     const low = s.disk?.refusal()
     if (low !== undefined) return low
     const reserve = A.reservationOf(contentLength, maxBodyBytes)

@@ -20,6 +20,19 @@ export type ApiServices = Writer | Queue | Tenants | Replay | Quarantine | Audit
 
 export type Phase = "starting" | "migrating" | "recovering" | "ready" | "stopping"
 
+/**
+ * `f` of the services context in force, worked out once per context: the gate's context changes
+ * only when it opens again (a reload), so the edge's hot path does not look its services up per request.
+ */
+export const perServices = <A>(f: (services: Context.Context<ApiServices>) => A): ((services: Context.Context<ApiServices>) => A) => {
+  let seen: Context.Context<ApiServices> | undefined
+  let value: A
+  return (services) => {
+    if (services !== seen) (value = f(services)), (seen = services)
+    return value
+  }
+}
+
 type State = { readonly phase: Exclude<Phase, "ready"> } | { readonly phase: "ready"; readonly services: Context.Context<ApiServices> }
 
 export interface GateShape {

@@ -20,11 +20,11 @@ import * as Dedupe from "../domain/dedupe.js"
 import * as Signature from "../domain/signature.js"
 import { SYSTEM_TENANT, TenantErased, validTenantId } from "../domain/tenants.js"
 import { Quarantine } from "../lifecycle/quarantine.js"
-import { type IngestResult, type SubmitError, Writer, WriterClosed, type WriterShape } from "../queue/writer.js"
+import { type IngestResult, type SubmitError, Writer, WriterClosed } from "../queue/writer.js"
 import * as Admission from "./admission.js"
 import { readIncoming } from "./body.js"
 import { BadRequest, type EdgeError, NotReady, type Outcome, refusalOf, UnknownSource, VerificationFailed } from "./errors.js"
-import { type ApiServices, Gate } from "./gate.js"
+import { type ApiServices, Gate, perServices } from "./gate.js"
 import * as Metrics from "./metrics.js"
 
 type Headers = Readonly<Record<string, string>>
@@ -158,11 +158,8 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
     // `ingest.maxBufferedBytes` sizes the listener: it needs a restart.
     const admission = Admission.make({ maxBufferedBytes: config.ingest.maxBufferedBytes })
     const archive = config.archive.enabled
-    // The Writer of the services context in force, looked up once per context (the gate's changes only on a reload).
-    let seen: Context.Context<ApiServices> | undefined
-    let writer: WriterShape | undefined
-    const writerIn = (services: Context.Context<ApiServices>): WriterShape =>
-      services === seen && writer !== undefined ? writer : ((seen = services), (writer = Context.get(services, Writer)))
+    // The Writer of the services context in force, looked up once per context.
+    const writerIn = perServices((services) => Context.get(services, Writer))
 
     const send = (res: ServerResponse, started: number, outcome: Outcome, status: number, body: unknown, headers?: Headers) => {
       record(outcome, (performance.now() - started) / 1000)
