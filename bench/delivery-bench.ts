@@ -29,7 +29,10 @@
  * the two is what the defaults cost. PASS (issue 29, ratios to the mean of
  * the two bare loops in the same run) needs every row delivered, none dead,
  * deliveries/s >= MIN_RATIO x the bare calls/s, and the CPU a delivery (all
- * threads) <= MAX_CPU_RATIO x the bare CPU a call.
+ * threads) <= MAX_CPU_RATIO x the bare CPU a call. Printed beside them, for the defaults: the
+ * parts of a delivery measured alone (bench/lib/delivery-floor.ts) and the pipeline's own work.
+ * Run under tsx, it runs itself as the build bundles it (bench/lib/as-built.ts), so the drain is
+ * not charged tsx's `keepNames`.
  * `--profile DIR`: a V8 CPU profile of the main thread over each measured window
  * (node:inspector), written to DIR as `<run>.cpuprofile`.
  * Run: npx tsx bench/delivery-bench.ts [--quick] [--hooks N] [--warmup N] [--trace] [--profile DIR]

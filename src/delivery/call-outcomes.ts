@@ -19,7 +19,8 @@ import type * as SinkClient from "./sink-client.js"
 export const labelOf = (name: string): string => (endpointIdOf(name) === undefined ? name : ENDPOINTS_LABEL)
 
 export const makeCallOutcomes = (queue: QueueShape, outcomes: Outcomes) => {
-  const settle = (s: Settled) => Effect.sync(() => outcomes.settle(s))
+  /** Queue `c`'s outcome, with the bytes its claim counted. */
+  const settle = (c: Claimed, s: Omit<Settled, "bytes">) => Effect.sync(() => outcomes.settle({ ...s, bytes: c.entry.value.size }))
 
   const logRetry = makeRetryLog()
 
@@ -37,15 +38,14 @@ export const makeCallOutcomes = (queue: QueueShape, outcomes: Outcomes) => {
       if (env === undefined || name === undefined) {
         // No envelope, so no tenant id to name: the row is named by its sequence number and sink position.
         yield* Effect.logWarning("pipeline: hook envelope gone or undecodable; row dropped", { seq: c.ref.seq, sinkIndex: c.ref.sink })
-        return yield* settle({ result: { _tag: "Dropped", ref: c.ref, size: c.entry.value.size }, bytes: c.entry.value.size, sink: "unknown", outcome: "dropped" })
+        return yield* settle(c, { result: { _tag: "Dropped", ref: c.ref, size: c.entry.value.size }, sink: "unknown", outcome: "dropped" })
       }
       // A sink removed or an endpoint deleted or disabled: keep the row in the DLQ, where replay can find it.
       const row = yield* rowOf(c)
       const now = yield* Clock.currentTimeMillis
       yield* Effect.logWarning("pipeline: row dead-lettered", { tenant: tenantOf(env), hookId: env.id, sink: name, reason })
-      return yield* settle({
+      return yield* settle(c, {
         result: { _tag: "DeadLetter", ref: c.ref, row: { ...row, lastAt: now }, at: now, hook: { sourceId: env.sourceId, id: env.id } },
-        bytes: c.entry.value.size,
         sink: labelOf(name),
         outcome: "dead"
       })
@@ -62,12 +62,11 @@ export const makeCallOutcomes = (queue: QueueShape, outcomes: Outcomes) => {
       const tenant = tenantOf(env)
       if (d._tag === "Retry") {
         yield* logRetry(a.endedAt, { sink: name, tenant, hookId: env.id, status: a.status, error: a.error, body: a.body, attempt: after.attempts, nextAt: d.at })
-        return yield* settle({ result: { _tag: "Retry", ref: c.ref, row: after, at: d.at }, bytes: c.entry.value.size, sink: labelOf(name), outcome: "retried" })
+        return yield* settle(c, { result: { _tag: "Retry", ref: c.ref, row: after, at: d.at }, sink: labelOf(name), outcome: "retried" })
       }
       yield* Effect.logInfo("pipeline: row dead-lettered", { tenant, hookId: env.id, sink: name, status: a.status, error: a.error, ...(a.body === undefined ? {} : { body: a.body }), attempts: after.attempts, reason: d.reason })
-      return yield* settle({
+      return yield* settle(c, {
         result: { _tag: "DeadLetter", ref: c.ref, row: after, at: a.endedAt, hook: { sourceId: env.sourceId, id: env.id } },
-        bytes: c.entry.value.size,
         sink: labelOf(name),
         outcome: "dead"
       })

@@ -145,9 +145,10 @@ export const makeSinkCalls = (
     let cut = false
 
     const { settleUnroutable, failed, delivered } = makeCallOutcomes(queue, outcomes)
+    /** A claimed row no longer counted inflight (globally, in bytes and for its tenant). */
+    const uncount = (c: Claimed): void => ((state.inflight -= 1), (state.inflightBytes -= c.entry.value.size), fair.released(c.ref.ord, 1))
     /** A claimed row given back to due (its endpoint has no pool yet): uncounted, its tenant waiting (`admit`). */
-    const giveBack = (c: Claimed) =>
-      Effect.tap(queue.unclaim([c.entry]), () => Effect.sync(() => ((state.inflight -= 1), (state.inflightBytes -= c.entry.value.size), fair.released(c.ref.ord, 1))))
+    const giveBack = (c: Claimed) => Effect.tap(queue.unclaim([c.entry]), () => Effect.sync(() => uncount(c)))
 
     /** Tenants refused while their endpoints were read or no endpoint pool was free, with the lowest `at` refused. */
     const waitingTenants = new Map<number, number>()
@@ -192,11 +193,7 @@ export const makeSinkCalls = (
           Cause.hasInterruptsOnly(cause)
             ? Effect.void
             : Effect.logError("pipeline: delivery failed; row left inflight for boot recovery", { seq: c.ref.seq, sinkIndex: c.ref.sink, cause: Cause.pretty(cause) }).pipe(
-                Effect.andThen(Effect.sync(() => {
-                  state.inflight -= 1
-                  state.inflightBytes -= c.entry.value.size
-                  fair.released(c.ref.ord, 1)
-                }))
+                Effect.andThen(Effect.sync(() => uncount(c)))
               )
         ),
         Effect.ensuring(Effect.sync(finish))
