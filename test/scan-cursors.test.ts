@@ -1,10 +1,13 @@
 /**
  * Scan cursors (src/delivery/cursors.ts, docs/delivery.md "Scan cursors"): a tenant's due reads
  * start at its cursor, kept when it drains; a row committed below the cursor is still claimed.
+ * The discovery scan's floor (src/delivery/marker-floor.ts): a pass over the active index starts
+ * past the seconds whose markers are all deleted; a marker written below it is still found.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, type Scope } from "effect"
 import { CURSOR_VERIFY_MS, makeCursors } from "../src/delivery/cursors.js"
+import { FLOOR_SLACK_MS, FLOOR_VERIFY_MS, makeMarkerFloor } from "../src/delivery/marker-floor.js"
 import { makeIngest, memoryWorld, rocksWorld, sinkOf, startPipeline, type World } from "./pipeline-world.js"
 import { startSink } from "./sink-server.js"
 
@@ -13,7 +16,9 @@ const lateRowCase = (world: Effect.Effect<World, never, Scope.Scope>) =>
     const w = yield* world
     const sink = yield* startSink()
     const ingest = makeIngest(w.store)
-    const base = Date.now() - 60_000
+    // A second's start: the late row below shares the first row's second, so the discovery floor
+    // (that second, marker-floor.ts) does not hide its marker and only the cursor stands in its way.
+    const base = Math.floor((Date.now() - 60_000) / 1000) * 1000
     yield* ingest([
       { tenant: "t", sinks: ["s"], at: base + 2_000 },
       { tenant: "t", sinks: ["s"], at: base + 3_000 }
@@ -22,7 +27,7 @@ const lateRowCase = (world: Effect.Effect<World, never, Scope.Scope>) =>
     const first = yield* pipeline.tick
     expect(first.claimed.map((r) => r.at)).toEqual([base + 2_000, base + 3_000])
     // Below the cursor (base + 3000), and with no hint: found by the cursor's next check.
-    const [late] = yield* ingest([{ tenant: "t", sinks: ["s"], at: base + 1_000 }])
+    const [late] = yield* ingest([{ tenant: "t", sinks: ["s"], at: base + 2_500 }])
     const started = Date.now()
     const claimed: Array<number> = []
     while (claimed.length === 0 && Date.now() - started < CURSOR_VERIFY_MS * 3) {
@@ -33,7 +38,48 @@ const lateRowCase = (world: Effect.Effect<World, never, Scope.Scope>) =>
     expect(Date.now() - started).toBeLessThan(CURSOR_VERIFY_MS * 2)
   })
 
+/** A tenant's first row lands 60 s before now, below the floor a pass raised, with no hint: a floor check finds it. */
+const markerBelowFloorCase = (world: Effect.Effect<World, never, Scope.Scope>) =>
+  Effect.gen(function* () {
+    const w = yield* world
+    const sink = yield* startSink()
+    const ingest = makeIngest(w.store)
+    yield* ingest([{ tenant: "t", sinks: ["s"], at: Date.now() }])
+    const { pipeline } = yield* startPipeline(w, { tickMs: 60_000, maxInflight: 1_000, sinks: [sinkOf("s", sink.url)] })
+    // The first pass starts at the index's start and raises the floor; the next ones start there.
+    expect((yield* pipeline.tick).claimed.length).toBe(1)
+    yield* pipeline.tick
+    const [late] = yield* ingest([{ tenant: "u", sinks: ["s"], at: Date.now() - 60_000 }])
+    const started = Date.now()
+    const claimed: Array<number> = []
+    while (claimed.length === 0 && Date.now() - started < FLOOR_VERIFY_MS * 3) {
+      for (const r of (yield* pipeline.tick).claimed) claimed.push(r.seq)
+      if (claimed.length === 0) yield* Effect.sleep(50)
+    }
+    expect(claimed).toEqual([late!.seq])
+    expect(Date.now() - started).toBeLessThan(FLOOR_VERIFY_MS * 2)
+  })
+
 describe("scan cursors", () => {
+  it("the discovery floor rises to a pass's first marker but stays FLOOR_SLACK_MS behind now, is lowered by a row below it, and a pass starts at the index's start once per FLOOR_VERIFY_MS", () => {
+    const f = makeMarkerFloor()
+    const now = 1_000_000
+    // The first pass verifies: from the index's start.
+    expect(f.from(now)).toBe(0)
+    f.passed(990, now)
+    expect(f.from(now + 1)).toBe(990)
+    // No marker at all: the floor stops FLOOR_SLACK_MS before now.
+    f.passed(undefined, now + 1)
+    expect(f.from(now + 2)).toBe(Math.floor((now + 1 - FLOOR_SLACK_MS) / 1000))
+    f.lower(500_000)
+    expect(f.from(now + 3)).toBe(500)
+    // A lowering after the pass started is not undone: the pass's first marker is the lowest it saw.
+    f.passed(700, now + 3)
+    expect(f.from(now + 4)).toBe(700)
+    expect(f.from(now + FLOOR_VERIFY_MS - 1)).toBe(700)
+    expect(f.from(now + FLOOR_VERIFY_MS)).toBe(0)
+  })
+
   it("a cursor is lowered, never raised, by a hint; a check comes at most once per CURSOR_VERIFY_MS", () => {
     const c = makeCursors()
     expect(c.floorOf(1)).toBe(0)
@@ -57,4 +103,5 @@ describe("scan cursors", () => {
 
   it.live("a row committed below its tenant's cursor is claimed within a cursor check", () => Effect.scoped(lateRowCase(memoryWorld)))
   it.live("a row committed below its tenant's cursor is claimed within a cursor check (RocksDB)", () => Effect.scoped(lateRowCase(rocksWorld)))
+  it.live("a marker written below the discovery floor without a hint is found within a floor check (RocksDB)", () => Effect.scoped(markerBelowFloorCase(rocksWorld)))
 })

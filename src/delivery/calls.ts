@@ -47,6 +47,8 @@ export interface SinkCalls {
   readonly roomBesides: (names: ReadonlySet<string>) => boolean
   /** Places free over every sink (`capacity − held`): the most a claim could route. */
   readonly room: () => number
+  /** `room() > 0`, stopping at the first sink with a free place (a visit asks it; `room` walks every sink). */
+  readonly anyRoom: () => boolean
   /** Places a full sink still gives tenants holding none of its places (sink-places.ts `admitTo`). */
   readonly spare: () => number
   /** Whether every sink has `rows` free places and no tenant is parked: a claim of `rows` needs no admission. */

@@ -143,6 +143,12 @@ export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () =>
       for (const s of sinks.all()) if (!names.has(s.options.name) && free(s, at) > 0) return true
       return false
     },
+    anyRoom: (): boolean => {
+      if (sinks.none() || sinks.unopened() > 0) return true
+      const at = now()
+      for (const s of sinks.all()) if (free(s, at) > 0) return true
+      return false
+    },
     room: (): number => {
       // No destination: every row is settled without a call, none needs a place.
       if (sinks.none()) return Number.POSITIVE_INFINITY

@@ -14,6 +14,7 @@ import * as M from "../observability/delivery-metrics.js"
 import { type Claimed, type SinkCalls } from "./calls.js"
 import type { Cursors } from "./cursors.js"
 import type { Fair, Got, TenantLimits } from "./fair.js"
+import { makeMarkerFloor } from "./marker-floor.js"
 import { CLAIM_PASSES, CLAIM_REFUSE_MAX, DISCOVERY_MARKERS, type PipelineOptions, type PipelineState } from "./options.js"
 import { type DueEntry, type QueueShape } from "../queue/queue.js"
 import type { WakeShape } from "../queue/wake.js"
@@ -63,6 +64,8 @@ export const makeTick = (
 ): Effect.Effect<TickReport, StoreError> => {
   // Where the next slice of the active index starts (memory only; a restart scans from the first marker).
   let sliceFrom: Uint8Array | undefined
+  // Where a slice pass over the active index starts: past the seconds whose markers are all deleted.
+  const floor = makeMarkerFloor()
 
   /** New members: the Writer's hints, the tenants parked on sinks with room again, then one bounded slice of the markers due by now (DISCOVERY_MARKERS). */
   const discover = (now: number) =>
@@ -71,13 +74,17 @@ export const makeTick = (
       for (const h of wake.takeHints()) {
         fair.join(h.ord)
         cursors.lower(h.ord, h.at)
+        floor.lower(h.at)
       }
       // Their refused rows are below their cursors: the read resumes at the first of them.
       for (const p of calls.unparked()) {
         fair.join(p.ord)
         cursors.lower(p.ord, p.at)
       }
-      const slice = yield* queue.markerSlice(now, sliceFrom, DISCOVERY_MARKERS)
+      const pass = sliceFrom === undefined
+      const slice = yield* queue.markerSlice(now, sliceFrom, DISCOVERY_MARKERS, pass ? floor.from(now) : 0)
+      // The slice is in marker order: a new pass's first marker is the lowest at or above where it started.
+      if (pass) floor.passed(slice.first, now)
       sliceFrom = slice.next
       for (const t of slice.tenants) fair.join(t.ord, t.buckets)
     })
@@ -96,7 +103,7 @@ export const makeTick = (
         more: () => calls.roomBesides(refused)
       }
     },
-    open: () => calls.room() > 0 || calls.spare() > 0,
+    open: () => calls.anyRoom() || calls.spare() > 0,
     refuseMax: CLAIM_REFUSE_MAX
   }
 
@@ -108,6 +115,7 @@ export const makeTick = (
         fair.released(d.ref.ord, 1)
         // A later pass's read started past them.
         cursors.lower(d.ref.ord, d.ref.at)
+        floor.lower(d.ref.at)
       }
       yield* queue.unclaim(taken).pipe(
         Effect.catchCause((cause) =>

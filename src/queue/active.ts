@@ -65,24 +65,28 @@ export const activeTenants =
 /** A bounded slice of the markers due by now, and where the next slice starts. */
 export interface MarkerSlice {
   readonly tenants: ReadonlyArray<ActiveTenant>
+  /** The second of the first marker read (the lowest at or after `from`); undefined when none. */
+  readonly first: number | undefined
   /** The key after the last marker read; undefined when the slice reached now's end (start again from the first). */
   readonly next: Uint8Array | undefined
 }
 
 /**
- * TEN-3's discovery scan: at most `maxMarkers` markers due by `now`, from `from` (the first marker
- * when undefined), grouped by tenant in first-sight order. Called tick after tick with the last
+ * TEN-3's discovery scan: at most `maxMarkers` markers due by `now`, from `from` (when undefined,
+ * the first marker of second `floor` or later: the caller knows none lies below), grouped by tenant in first-sight order. Called tick after tick with the last
  * `next`, it walks the whole index in slices, so a tenant is found within markers-before-it /
  * `maxMarkers` ticks however many seconds another tenant's backlog spans.
  */
 export const markerSlice =
   (store: StoreShape) =>
-  (now: number, from: Uint8Array | undefined, maxMarkers: number): Effect.Effect<MarkerSlice, StoreError> =>
+  (now: number, from: Uint8Array | undefined, maxMarkers: number, floor = 0): Effect.Effect<MarkerSlice, StoreError> =>
     Effect.gen(function* () {
       const range = Deliveries.activeRange(now)
-      let lo = from !== undefined && K.compare(from, range.lo) > 0 ? from : range.lo
+      const start = from ?? Deliveries.markerKey(floor, 0)
+      let lo = K.compare(start, range.lo) > 0 ? start : range.lo
       if (K.compare(lo, range.hi) >= 0) lo = range.lo
       const out = new Map<number, Array<number>>()
+      let first: number | undefined
       let scanned = 0
       while (scanned < maxMarkers) {
         const want = Math.min(ACTIVE_SCAN_PAGE, maxMarkers - scanned)
@@ -90,14 +94,15 @@ export const markerSlice =
         scanned += page.length
         for (const e of page) {
           const m = K.decodeActiveKey(e.key)
+          first ??= m.bucket
           const buckets = out.get(m.ord)
           if (buckets === undefined) out.set(m.ord, [m.bucket])
           else buckets.push(m.bucket)
         }
-        if (page.length < want) return { tenants: toTenants(out), next: undefined }
+        if (page.length < want) return { tenants: toTenants(out), first, next: undefined }
         lo = K.keyAfter(page[page.length - 1]!.key)
       }
-      return { tenants: toTenants(out), next: lo }
+      return { tenants: toTenants(out), first, next: lo }
     })
 
 const toTenants = (m: Map<number, Array<number>>): ReadonlyArray<ActiveTenant> =>

@@ -50,7 +50,7 @@ export { SOURCE_FOLD_CHUNK, type SourcePending } from "./source.js"
 export interface QueueShape {
   readonly activeTenants: (now: number, limit?: number) => Effect.Effect<ReadonlyArray<ActiveTenant>, StoreError>
   /** TEN-3's discovery: the next slice of the markers due by now (active.ts). */
-  readonly markerSlice: (now: number, from: Uint8Array | undefined, maxMarkers: number) => Effect.Effect<MarkerSlice, StoreError>
+  readonly markerSlice: (now: number, from: Uint8Array | undefined, maxMarkers: number, floor?: number) => Effect.Effect<MarkerSlice, StoreError>
   readonly dueForTenant: (
     ord: number,
     now: number,
