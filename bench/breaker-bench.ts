@@ -17,6 +17,11 @@
  * is queued; they stay parked behind the breakers, probing after breaker.openMs, during the drain.
  * Before the runs, HOOKS hooks for each refused tenant open every refused endpoint's breaker
  * (ankusa_breaker_trips_total reaches FAILING): the runs measure the failing state, not its onset.
+ * Then each node drains one run unmeasured (its code compiled hot, its sink's connections open), so
+ * neither node's first measured run carries its warm-up: runs measured cold moved a node's rate by
+ * up to a third between its first and second run. Each run starts when both nodes are idle
+ * (proc.ts untilIdle: together under IDLE_SHARE of a core over 500 ms), so one node's compaction after its run is
+ * not charged to the other's drain.
  *
  * Pass: FAILING's healthy delivery rate >= MIN_RATE_RATIO x BASELINE's (each summed over its
  * runs), every ingest answer a 202, and every healthy hook delivered once (the sink's requests and
@@ -25,7 +30,7 @@
  */
 import { queueHooks } from "./lib/hook-senders.js"
 import { rawPost } from "./lib/load.js"
-import { closedPort, tempDir } from "./lib/proc.js"
+import { closedPort, cpuOf, mainThreadCpuMs, tempDir, untilIdle } from "./lib/proc.js"
 import { arg, finish, fmt, int, log, machine, main, quick, table } from "./lib/report.js"
 import { metricValue, type ServeChild, startServe } from "./lib/serve-child.js"
 import { startTarget, type Target } from "./lib/target-server.js"
@@ -34,7 +39,7 @@ export const MIN_RATE_RATIO = 0.9
 const HEALTHY = 900
 const FAILING = 100
 const HOOKS = arg("hooks", quick ? 15 : 30)
-const PAIRS = arg("pairs", quick ? 1 : 2)
+const PAIRS = arg("pairs", quick ? 1 : 3)
 const CONNECTIONS = 64
 const BODY_BYTES = 256
 /** Endpoint creates in flight at once during the setup. */
@@ -44,6 +49,8 @@ const DRAIN_TIMEOUT_MS = 60_000
 /** A queue phase longer than this may see held calls time out (ENDPOINT_TIMEOUT_MS, 10 s): said so in the output. */
 const QUEUE_WARN_MS = 8_000
 const TOKEN = "breaker-bench-token"
+/** Both nodes together under this share of a core is idle (an idle node's ticks take about 3%). */
+const IDLE_SHARE = 0.2
 
 type Kind = "baseline" | "failing"
 
@@ -103,13 +110,19 @@ interface Run {
   readonly healthyHooks: number
   readonly seconds: number
   readonly rate: number
+  /** The node's CPU (all threads, its main thread) and the bench's main thread (the sink), µs a healthy delivery over the drain. */
+  readonly cpu: { readonly all: number; readonly main: number; readonly sink: number }
   /** The node's breaker trips and refused calls (retried outcomes) when the run ended. */
   readonly trips: number
   readonly refused: number
 }
 
 /** Queue HOOKS hooks a tenant while the sink holds its answers, release, and time the healthy drain. */
-const measure = async (node: Node, pair: number, deliveredSoFar: number): Promise<Run> => {
+const measure = async (node: Node, pair: number, deliveredSoFar: number, quiet: ReadonlyArray<number>): Promise<Run> => {
+  // Neither node's compaction of the run before lands in this one.
+  const idle = await untilIdle(quiet, { share: IDLE_SHARE })
+  if (!idle.idle) log(`warning: the nodes were still busy after ${fmt(idle.waitedMs / 1000, 1)} s; measuring anyway`)
+  else log(`both nodes idle after ${fmt(idle.waitedMs / 1000, 1)} s`)
   await node.sink.hold()
   const before = (await node.sink.stats()).requests
   const count = HOOKS * node.tenants.length
@@ -117,6 +130,8 @@ const measure = async (node: Node, pair: number, deliveredSoFar: number): Promis
   if (queued.seconds * 1000 > QUEUE_WARN_MS) log(`warning: queueing took ${fmt(queued.seconds, 1)} s: held calls may have timed out`)
   const healthyHooks = HOOKS * HEALTHY
   const released = performance.now()
+  const cpu0 = cpuOf(node.server.pid)
+  const self0 = mainThreadCpuMs()
   await node.sink.release()
   let last = released
   for (;;) {
@@ -130,6 +145,8 @@ const measure = async (node: Node, pair: number, deliveredSoFar: number): Promis
     await new Promise((r) => setTimeout(r, 20))
   }
   const seconds = (last - released) / 1000
+  const cpu1 = cpuOf(node.server.pid)
+  const selfMs = mainThreadCpuMs() - self0
   // The outcomes are counted as their batch commits, a moment after the sink answered.
   let got = 0
   for (let waited = 0; waited < 5_000; waited += 50) {
@@ -140,7 +157,9 @@ const measure = async (node: Node, pair: number, deliveredSoFar: number): Promis
   if (got !== healthyHooks) throw new Error(`${node.kind} pair ${pair}: ${got} deliveries counted, ${healthyHooks} healthy hooks queued`)
   const trips = metricValue(await fetch(`${node.server.url}/metrics`).then((r) => r.text()), "ankusa_breaker_trips_total") ?? 0
   const refused = await outcome(node.server, "retried")
-  return { kind: node.kind, pair, queued: count, queueSeconds: queued.seconds, answers: queued.statuses, healthyHooks, seconds, rate: healthyHooks / seconds, trips, refused }
+  return { kind: node.kind, pair, queued: count, queueSeconds: queued.seconds, answers: queued.statuses, healthyHooks, seconds, rate: healthyHooks / seconds,
+    cpu: { all: ((cpu1.all - cpu0.all) * 1000) / healthyHooks, main: ((cpu1.main - cpu0.main) * 1000) / healthyHooks, sink: (selfMs * 1000) / healthyHooks },
+    trips, refused }
 }
 
 main("breaker-bench", async () => {
@@ -177,11 +196,17 @@ main("breaker-bench", async () => {
     }
     log(`failing: every refused endpoint's breaker open after ${fmt((performance.now() - warmed) / 1000, 1)} s (${int(HOOKS * FAILING)} hooks for them)`)
     const runs: Array<Run> = []
+    const pids = nodes.map((n) => n.server.pid)
     const deliveredSoFar = new Map<Kind, number>([["baseline", 0], ["failing", 0]])
+    for (const node of nodes) {
+      const r = await measure(node, 0, 0, pids)
+      deliveredSoFar.set(node.kind, r.healthyHooks)
+      log(`warm-up ${node.kind} (not measured): ${int(r.healthyHooks)} healthy deliveries in ${fmt(r.seconds, 2)} s, ${int(r.rate)}/s`)
+    }
     for (let pair = 1; pair <= PAIRS; pair++) {
       const order = pair % 2 === 1 ? nodes : [...nodes].reverse()
       for (const node of order) {
-        const r = await measure(node, pair, deliveredSoFar.get(node.kind)!)
+        const r = await measure(node, pair, deliveredSoFar.get(node.kind)!, pids)
         deliveredSoFar.set(node.kind, deliveredSoFar.get(node.kind)! + r.healthyHooks)
         log(`pair ${pair} ${node.kind}: ${int(r.queued)} hooks queued in ${fmt(r.queueSeconds, 1)} s; ${int(r.healthyHooks)} healthy deliveries in ${fmt(r.seconds, 2)} s, ${int(r.rate)}/s`)
         runs.push(r)
@@ -193,7 +218,7 @@ main("breaker-bench", async () => {
 
     console.log(`\n${int(HEALTHY)} healthy endpoints in both, ${int(FAILING)} refusing connections on FAILING; ${HOOKS} hooks a tenant a run, ${BODY_BYTES} B bodies; ${PAIRS} pairs`)
     table(
-      ["pair", "node", "hooks queued", "queue s", "healthy deliveries", "drain s", "deliveries/s", "trips, refused calls so far", "answers"],
+      ["pair", "node", "hooks queued", "queue s", "healthy deliveries", "drain s", "deliveries/s", "node CPU µs (main)", "sink µs", "trips, refused calls so far", "answers"],
       runs.map((r) => [
         String(r.pair),
         r.kind,
@@ -202,6 +227,8 @@ main("breaker-bench", async () => {
         int(r.healthyHooks),
         fmt(r.seconds, 2),
         int(r.rate),
+        `${fmt(r.cpu.all, 0)} (${fmt(r.cpu.main, 0)})`,
+        fmt(r.cpu.sink, 0),
         `${int(r.trips)}, ${int(r.refused)}`,
         Object.entries(r.answers).map(([s, n]) => `${s}:${int(n)}`).join(" ")
       ])

@@ -42,6 +42,26 @@ export const cpuOf = (pid: number): { readonly all: number; readonly main: numbe
   main: statCpuMs(`/proc/${pid}/task/${pid}/stat`)
 })
 
+/**
+ * Wait until the processes `pids` are idle together: their CPU (all threads) under `share` of one
+ * core over a `windowMs` window (a store's compaction after a run has finished), or `timeoutMs`
+ * passed. Resolves with the ms waited and whether they went idle.
+ */
+export const untilIdle = async (pids: ReadonlyArray<number>, o: { readonly windowMs?: number; readonly share?: number; readonly timeoutMs?: number } = {}) => {
+  const windowMs = o.windowMs ?? 500
+  const share = o.share ?? 0.05
+  const timeoutMs = o.timeoutMs ?? 15_000
+  const started = performance.now()
+  const total = () => pids.reduce((n, pid) => n + cpuOf(pid).all, 0)
+  for (;;) {
+    const before = total()
+    await new Promise((r) => setTimeout(r, windowMs))
+    const idle = total() - before <= windowMs * share
+    const waited = performance.now() - started
+    if (idle || waited >= timeoutMs) return { waitedMs: waited, idle }
+  }
+}
+
 /** CPU ms of this process's main thread (the event loop) so far; NaN off Linux. */
 export const mainThreadCpuMs = (): number => {
   try {
