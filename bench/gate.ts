@@ -23,6 +23,7 @@ export const BENCHES: ReadonlyArray<{ readonly name: string; readonly optional?:
   { name: "noisy-neighbour" },
   { name: "endpoint-fanout" },
   { name: "breaker-bench" },
+  { name: "idle-after-drain" },
   { name: "migration-bench" },
   { name: "memory" },
   { name: "soak", optional: true }
