@@ -28,6 +28,7 @@
  * `ankusa_delivery_outcomes_total{outcome="delivered"}` both equal to the healthy hooks queued).
  * Run: npx tsx bench/breaker-bench.ts [--quick] [--hooks N] [--pairs N]
  */
+import { createEndpoints, endpointsConfig } from "./lib/endpoint-node.js"
 import { queueHooks } from "./lib/hook-senders.js"
 import { rawPost } from "./lib/load.js"
 import { closedPort, cpuOf, mainThreadCpuMs, tempDir, untilIdle } from "./lib/proc.js"
@@ -42,8 +43,6 @@ const HOOKS = arg("hooks", quick ? 15 : 30)
 const PAIRS = arg("pairs", quick ? 1 : 3)
 const CONNECTIONS = 64
 const BODY_BYTES = 256
-/** Endpoint creates in flight at once during the setup. */
-const SETUP_CONCURRENCY = 16
 /** A drain that has not delivered every healthy hook by then fails the run. */
 const DRAIN_TIMEOUT_MS = 60_000
 /** A queue phase longer than this may see held calls time out (ENDPOINT_TIMEOUT_MS, 10 s): said so in the output. */
@@ -61,35 +60,10 @@ interface Node {
   readonly tenants: ReadonlyArray<string>
 }
 
-const config = {
-  sources: [{ id: "bench", tenant: { header: "x-tenant" }, routes: ["tenant-endpoints"] }],
-  sinks: [],
-  adminTokens: [{ name: "bench", token: TOKEN, tenants: "*" }],
-  endpoints: { allowNetworks: ["127.0.0.0/8"] },
-  http: { demoSink: false },
-  log: { level: "warning" }
-}
+const config = endpointsConfig(TOKEN)
 
 const healthy = (i: number) => `healthy-${i + 1}`
 const failing = (i: number) => `failing-${i + 1}`
-
-/** One endpoint for each tenant, SETUP_CONCURRENCY creates at a time. */
-const createEndpoints = async (server: ServeChild, targets: ReadonlyArray<readonly [string, string]>) => {
-  let next = 0
-  const worker = async () => {
-    for (let n = next++; n < targets.length; n = next++) {
-      const [t, url] = targets[n]!
-      const r = await fetch(`${server.url}/v1/tenants/${t}/endpoints`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-        body: JSON.stringify({ url })
-      })
-      const text = await r.text()
-      if (r.status !== 201) throw new Error(`endpoint create for ${t}: ${r.status} ${text}`)
-    }
-  }
-  await Promise.all(Array.from({ length: SETUP_CONCURRENCY }, worker))
-}
 
 const hookRequests = (origin: string, tenants: ReadonlyArray<string>) => {
   const host = new URL(origin).host
@@ -176,7 +150,7 @@ main("breaker-bench", async () => {
       const server = await startServe({ dataDir: dirs[kind].path, config })
       const ok = Array.from({ length: HEALTHY }, (_, i) => healthy(i))
       const bad = kind === "failing" ? Array.from({ length: FAILING }, (_, i) => failing(i)) : []
-      await createEndpoints(server, [...ok.map((t) => [t, `${sink.url}/${t}`] as const), ...bad.map((t) => [t, `${refused}/${t}`] as const)])
+      await createEndpoints(server, TOKEN, [...ok.map((t) => [t, `${sink.url}/${t}`] as const), ...bad.map((t) => [t, `${refused}/${t}`] as const)])
       // Healthy and refused tenants interleaved, as their hooks arrive.
       const tenants = [...ok]
       bad.forEach((t, i) => tenants.splice(i * 10 + 9, 0, t))

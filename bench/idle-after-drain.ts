@@ -17,6 +17,7 @@
  * gauges move either figure by more than their ratio says), and every hook delivered.
  * Run: npx tsx bench/idle-after-drain.ts [--quick] [--tenants N] [--hooks N]
  */
+import { createEndpoints, endpointsConfig } from "./lib/endpoint-node.js"
 import { queueHooks } from "./lib/hook-senders.js"
 import { rawPost } from "./lib/load.js"
 import { cpuOf, tempDir } from "./lib/proc.js"
@@ -33,18 +34,10 @@ const WINDOW_S = 10
 const SETTLE_S = 10
 const CONNECTIONS = 64
 const BODY_BYTES = 256
-const SETUP_CONCURRENCY = 16
 const DRAIN_TIMEOUT_MS = 120_000
 const TOKEN = "idle-after-drain-bench-token"
 
-const config = {
-  sources: [{ id: "bench", tenant: { header: "x-tenant" }, routes: ["tenant-endpoints"] }],
-  sinks: [],
-  adminTokens: [{ name: "bench", token: TOKEN, tenants: "*" }],
-  endpoints: { allowNetworks: ["127.0.0.0/8"] },
-  http: { demoSink: false },
-  log: { level: "warning" }
-}
+const config = endpointsConfig(TOKEN)
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -63,20 +56,7 @@ main("idle-after-drain", async () => {
   let result: { readonly pass: boolean; readonly detail: string }
   try {
     const tenants = Array.from({ length: TENANTS }, (_, i) => `tenant-${i + 1}`)
-    let next = 0
-    const create = async () => {
-      for (let n = next++; n < tenants.length; n = next++) {
-        const t = tenants[n]!
-        const r = await fetch(`${server.url}/v1/tenants/${t}/endpoints`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-          body: JSON.stringify({ url: `${sink.url}/${t}` })
-        })
-        const text = await r.text()
-        if (r.status !== 201) throw new Error(`endpoint create for ${t}: ${r.status} ${text}`)
-      }
-    }
-    await Promise.all(Array.from({ length: SETUP_CONCURRENCY }, create))
+    await createEndpoints(server, TOKEN, tenants.map((t) => [t, `${sink.url}/${t}`] as const))
     await sleep(SETTLE_S * 1000)
     const fresh = await cpuRate(server.pid, WINDOW_S)
     log(`fresh: ${fmt(fresh, 1)} ms of CPU a second over ${WINDOW_S} s, ${int(TENANTS)} endpoints, no hook yet`)

@@ -11,6 +11,18 @@ import { FLOOR_SLACK_MS, FLOOR_VERIFY_MS, makeMarkerFloor } from "../src/deliver
 import { makeIngest, memoryWorld, rocksWorld, sinkOf, startPipeline, type World } from "./pipeline-world.js"
 import { startSink } from "./sink-server.js"
 
+/** Ticks every 50 ms until one claims something, or `limitMs` passed: the rows it claimed, and the ms it took. */
+const firstClaims = (pipeline: { readonly tick: Effect.Effect<{ readonly claimed: ReadonlyArray<{ readonly seq: number }> }, unknown> }, limitMs: number) =>
+  Effect.gen(function* () {
+    const started = Date.now()
+    const seqs: Array<number> = []
+    while (seqs.length === 0 && Date.now() - started < limitMs) {
+      for (const r of (yield* pipeline.tick).claimed) seqs.push(r.seq)
+      if (seqs.length === 0) yield* Effect.sleep(50)
+    }
+    return { seqs, ms: Date.now() - started }
+  })
+
 const lateRowCase = (world: Effect.Effect<World, never, Scope.Scope>) =>
   Effect.gen(function* () {
     const w = yield* world
@@ -28,14 +40,9 @@ const lateRowCase = (world: Effect.Effect<World, never, Scope.Scope>) =>
     expect(first.claimed.map((r) => r.at)).toEqual([base + 2_000, base + 3_000])
     // Below the cursor (base + 3000), and with no hint: found by the cursor's next check.
     const [late] = yield* ingest([{ tenant: "t", sinks: ["s"], at: base + 2_500 }])
-    const started = Date.now()
-    const claimed: Array<number> = []
-    while (claimed.length === 0 && Date.now() - started < CURSOR_VERIFY_MS * 3) {
-      for (const r of (yield* pipeline.tick).claimed) claimed.push(r.seq)
-      if (claimed.length === 0) yield* Effect.sleep(50)
-    }
-    expect(claimed).toEqual([late!.seq])
-    expect(Date.now() - started).toBeLessThan(CURSOR_VERIFY_MS * 2)
+    const got = yield* firstClaims(pipeline, CURSOR_VERIFY_MS * 3)
+    expect(got.seqs).toEqual([late!.seq])
+    expect(got.ms).toBeLessThan(CURSOR_VERIFY_MS * 2)
   })
 
 /** A tenant's first row lands 60 s before now, below the floor a pass raised, with no hint: a floor check finds it. */
@@ -50,14 +57,9 @@ const markerBelowFloorCase = (world: Effect.Effect<World, never, Scope.Scope>) =
     expect((yield* pipeline.tick).claimed.length).toBe(1)
     yield* pipeline.tick
     const [late] = yield* ingest([{ tenant: "u", sinks: ["s"], at: Date.now() - 60_000 }])
-    const started = Date.now()
-    const claimed: Array<number> = []
-    while (claimed.length === 0 && Date.now() - started < FLOOR_VERIFY_MS * 3) {
-      for (const r of (yield* pipeline.tick).claimed) claimed.push(r.seq)
-      if (claimed.length === 0) yield* Effect.sleep(50)
-    }
-    expect(claimed).toEqual([late!.seq])
-    expect(Date.now() - started).toBeLessThan(FLOOR_VERIFY_MS * 2)
+    const got = yield* firstClaims(pipeline, FLOOR_VERIFY_MS * 3)
+    expect(got.seqs).toEqual([late!.seq])
+    expect(got.ms).toBeLessThan(FLOOR_VERIFY_MS * 2)
   })
 
 describe("scan cursors", () => {
