@@ -124,7 +124,8 @@ export const makeSinkCalls = (
         get: (name) => sinks.get(name) ?? registry.pools.get(name),
         all: registry.all,
         none: () => sinks.size === 0 && deps.endpoints === undefined,
-        unopened: registry.unopenedPlaces
+        unopened: registry.unopenedPlaces,
+        anyUnopened: registry.anyUnopened
       },
       now
     )

@@ -253,6 +253,13 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
     for (const p of pools.values()) if (idle(p)) free++
     return free
   }
+  /** `unopenedRoom() > 0`, without walking the pools while fewer than `maxPools` are open (a visit asks it, a refused row too). */
+  const anyUnopened = (): boolean => {
+    if (deps.endpoints === undefined) return false
+    if (deps.settings().maxPools > pools.size) return true
+    for (const p of pools.values()) if (idle(p)) return true
+    return false
+  }
 
   /** Move a sink's waiting rows (with their places) and parked tenants to the sink replacing it. */
   const handOver = (old: Sink, sink: Sink) => {
@@ -336,6 +343,7 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
     unopenedRoom,
     /** Those places counted at an endpoint's default bounds (its concurrency and wait bound). */
     unopenedPlaces: (): number => unopenedRoom() * CONCURRENCY_DEFAULT * (1 + SINK_WAIT_FACTOR),
+    anyUnopened,
     closeAll: () => {
       for (const sink of [...sinks.values(), ...pools.values(), ...retiring]) close(sink)
     }

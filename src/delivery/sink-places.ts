@@ -116,6 +116,8 @@ export interface Placed<S extends PlacedSink> {
   /** No destination at all (no sink, no endpoints): every row is settled without a call. */
   readonly none: () => boolean
   readonly unopened: () => number
+  /** `unopened() > 0`, stopping at the first. */
+  readonly anyUnopened: () => boolean
 }
 
 /** The admission over `sinks`, read at `now()`. */
@@ -138,13 +140,13 @@ export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () =>
       return true
     },
     roomBesides: (names: ReadonlySet<string>): boolean => {
-      if (sinks.unopened() > 0) return true
+      if (sinks.anyUnopened()) return true
       const at = now()
       for (const s of sinks.all()) if (!names.has(s.options.name) && free(s, at) > 0) return true
       return false
     },
     anyRoom: (): boolean => {
-      if (sinks.none() || sinks.unopened() > 0) return true
+      if (sinks.none() || sinks.anyUnopened()) return true
       const at = now()
       for (const s of sinks.all()) if (free(s, at) > 0) return true
       return false
