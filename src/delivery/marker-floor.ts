@@ -1,5 +1,5 @@
 /**
- * Where the tick's discovery scan of the active index starts (docs/delivery.md "Scan cursors").
+ * Where the tick's discovery scan of the active index starts (docs/delivery.md "The discovery floor").
  *
  * The cleanup deletes markers, and RocksDB keeps a tombstone for each until compaction, so a scan
  * from the start of `?A` steps over every marker deleted since: after a drain of many tenants an

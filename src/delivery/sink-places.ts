@@ -120,6 +120,8 @@ export interface Placed<S extends PlacedSink> {
   readonly anyUnopened: () => boolean
 }
 
+const NO_NAMES: ReadonlySet<string> = new Set()
+
 /** The admission over `sinks`, read at `now()`. */
 export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () => number) => {
   /** Rows admitted by the claim in progress, given back if it fails. */
@@ -127,6 +129,12 @@ export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () =>
   /** Tenants parked on sinks a reload removed: back to the round at the next tick. */
   let orphaned: Array<Parked> = []
   const free = (s: S, at: number) => (s.breaker.state === "closed" || probeDue(s.breaker, at) ? Math.max(0, capacityOf(s.places, at) - s.places.held) : 0)
+  const roomBesides = (names: ReadonlySet<string>): boolean => {
+    if (sinks.anyUnopened()) return true
+    const at = now()
+    for (const s of sinks.all()) if (!names.has(s.options.name) && free(s, at) > 0) return true
+    return false
+  }
 
   return {
     /** A row of tenant `ord` for `sink` (resolved by the caller): a place held, the tenant parked, or the row moved to the breaker's probe time. */
@@ -139,18 +147,8 @@ export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () =>
       reserved.push({ sink, ord })
       return true
     },
-    roomBesides: (names: ReadonlySet<string>): boolean => {
-      if (sinks.anyUnopened()) return true
-      const at = now()
-      for (const s of sinks.all()) if (!names.has(s.options.name) && free(s, at) > 0) return true
-      return false
-    },
-    anyRoom: (): boolean => {
-      if (sinks.none() || sinks.anyUnopened()) return true
-      const at = now()
-      for (const s of sinks.all()) if (free(s, at) > 0) return true
-      return false
-    },
+    roomBesides,
+    anyRoom: (): boolean => sinks.none() || roomBesides(NO_NAMES),
     room: (): number => {
       // No destination: every row is settled without a call, none needs a place.
       if (sinks.none()) return Number.POSITIVE_INFINITY

@@ -73,9 +73,10 @@ export interface MarkerSlice {
 
 /**
  * TEN-3's discovery scan: at most `maxMarkers` markers due by `now`, from `from` (when undefined,
- * the first marker of second `floor` or later: the caller knows none lies below), grouped by tenant in first-sight order. Called tick after tick with the last
- * `next`, it walks the whole index in slices, so a tenant is found within markers-before-it /
- * `maxMarkers` ticks however many seconds another tenant's backlog spans.
+ * the first marker of second `floor` or later: the caller knows none lies below), grouped by
+ * tenant in first-sight order. Called tick after tick with the last `next`, it walks the whole
+ * index in slices, so a tenant is found within markers-before-it / `maxMarkers` ticks however
+ * many seconds another tenant's backlog spans.
  */
 export const markerSlice =
   (store: StoreShape) =>
