@@ -15,7 +15,7 @@ import * as path from "node:path"
 import { ConfigError } from "./config.js"
 
 /** How long one filesystem call of the check may take before the directory is refused. */
-export const DATA_DIR_OP_TIMEOUT_MS = 1_000
+export const DATA_DIR_OP_TIMEOUT_MS = 10_000
 
 /** The probe file written, synced and removed in each directory. */
 export const PROBE_FILE = ".ankusa-write-probe"
