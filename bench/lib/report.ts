@@ -3,6 +3,7 @@
  * `PASS|FAIL <name>: ...` (the gate reads it), then the exit code 0/1.
  * Also the common arguments (`--quick`) and the machine note (cores, load).
  */
+import { readFileSync } from "node:fs"
 import { cpus, loadavg } from "node:os"
 
 /** `--quick`: smaller sizes for development; the gate passes it through. */
@@ -40,8 +41,36 @@ export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<Readonl
   for (const r of rows) console.log(line(r))
 }
 
-/** `2 cores, load 11.8 10.2 9.7`: printed with every figure (the machine is shared). */
-export const machine = (): string => `${cpus().length} cores, load ${loadavg().map((l) => l.toFixed(1)).join(" ")}`
+/** The machine's CPU time so far (/proc/stat's first line, clock ticks): all of it, and the steal. */
+const cpuTicks = (): { readonly total: number; readonly steal: number } | undefined => {
+  try {
+    // cpu user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user).
+    const f = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number)
+    return f.length === 8 && f.every(Number.isFinite) ? { total: f.reduce((a, b) => a + b, 0), steal: f[7]! } : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Taken when the bench's process loaded this module. */
+const startTicks = cpuTicks()
+
+/**
+ * The share of the machine's CPU time the hypervisor gave to others since the bench started
+ * (steal), or undefined where /proc/stat does not tell. On a shared virtual machine this is
+ * the noise the ratio rules face; a bench at a high steal share ran beside a busy neighbour.
+ */
+export const stealShare = (): number | undefined => {
+  const now = cpuTicks()
+  if (startTicks === undefined || now === undefined || now.total <= startTicks.total) return undefined
+  return (now.steal - startTicks.steal) / (now.total - startTicks.total)
+}
+
+/** `2 cores, load 11.8 10.2 9.7, steal 4.2%`: printed with every figure (the machine is shared). */
+export const machine = (): string => {
+  const steal = stealShare()
+  return `${cpus().length} cores, load ${loadavg().map((l) => l.toFixed(1)).join(" ")}${steal === undefined ? "" : `, steal ${fmt(100 * steal, 1)}%`}`
+}
 
 export const log = (message: string): void => {
   console.log(`[${new Date().toISOString().slice(11, 19)}] ${message}`)
