@@ -106,4 +106,28 @@ describe("quarantine", () => {
       }).pipe(Effect.provide(env(db, { retention: 30_000 })))
     })
   )
+
+  it.effect("a quarantine write of a tenant an erase refused after the edge's check is not kept", () =>
+    Effect.gen(function* () {
+      const db = new MemoryDb()
+      yield* Effect.gen(function* () {
+        const q = yield* Q.Quarantine
+        // The Writer's refusal as the edge passes it: a set that erase's step 1 fills.
+        const refused = new Set<string>()
+        const erased = (t: string) => refused.has(t)
+        // Kept before the refusal: there for the erase's step 6 to delete.
+        expect((yield* q.put(input("gone", 1), erased))?.tenant).toBe("gone")
+        refused.add("gone")
+        expect(yield* q.deleteTenant("gone")).toBe(1)
+        // A request the edge let through before the refusal, written after it: refused, not kept.
+        const late = yield* Effect.flip(q.put(input("gone", 2), erased))
+        expect(late._tag).toBe("TenantErased")
+        // Another tenant's write is kept as before.
+        expect((yield* q.put(input("other", 3), erased))?.tenant).toBe("other")
+        expect((yield* rows).length).toBe(1)
+        expect((yield* q.size).count).toBe(1)
+        expect((yield* q.list({ scope: ["gone"], limit: 10 })).records).toEqual([])
+      }).pipe(Effect.provide(env(db, {})))
+    })
+  )
 })

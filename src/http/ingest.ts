@@ -217,16 +217,22 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
           toleranceSeconds: source.verification.toleranceSeconds
         })
         if (v._tag === "Invalid") {
-          // Kept for an operator to inspect, never delivered, no tenant ordinal (TEN-1 §2).
+          // Kept for an operator to inspect, never delivered, no tenant ordinal (TEN-1 §2). Unless an
+          // erase refused the tenant since the check above (TEN-5): then 410, and nothing is kept.
+          const writer = writerIn(services)
           const put = Effect.flatMap(Quarantine, (q) =>
-            q.put({ tenant, source: source.id, reason: v.reason, headers: quarantineHeaders(headers), body })
+            q.put({ tenant, source: source.id, reason: v.reason, headers: quarantineHeaders(headers), body }, writer.erased)
           ).pipe(
             Effect.provide(services),
-            Effect.map((r) => r !== undefined),
+            Effect.map((r): boolean | TenantErased => r !== undefined),
+            Effect.catchTag("TenantErased", (e) => Effect.succeed(e)),
             Effect.catch((e) => Effect.as(Effect.logWarning("quarantine write failed", e), false))
           )
           runCallback(put, {
-            onExit: (exit) => refuse(res, started, new VerificationFailed({ reason: v.reason, quarantined: Exit.isSuccess(exit) && exit.value }))
+            onExit: (exit) => {
+              const kept = Exit.isSuccess(exit) ? exit.value : false
+              refuse(res, started, kept instanceof TenantErased ? kept : new VerificationFailed({ reason: v.reason, quarantined: kept }))
+            }
           })
           return
         }

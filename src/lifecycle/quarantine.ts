@@ -20,6 +20,7 @@ import {
 } from "../domain/quarantine.js"
 import { decodeQuarantineKey, Families, familyDataRange, quarantineKey } from "../domain/keys.js"
 import { del, type Op, put } from "../domain/ops.js"
+import { TenantErased } from "../domain/tenants.js"
 import { quarantined, quarantineDropped, withReason } from "../observability/lifecycle-metrics.js"
 import { type Entry, Store, type StoreCorrupt, type StoreError } from "../store/store.js"
 import { scheduled } from "./scheduled.js"
@@ -63,8 +64,13 @@ export interface QuarantinePage {
 }
 
 export interface QuarantineShape {
-  /** Keep a request; undefined when it alone is larger than maxBytes (counted as dropped) or maxCount is 0. Unsynced. */
-  readonly put: (input: QuarantineInput) => Effect.Effect<QuarantineRecord | undefined, StoreError>
+  /**
+   * Keep a request; undefined when it alone is larger than maxBytes (counted as dropped) or maxCount is 0. Unsynced.
+   * `erased` (the Writer's refusal, TEN-5) is asked inside the same lock as `deleteTenant`: a request
+   * whose tenant an erase refused after the edge let it through fails `TenantErased` and is not kept,
+   * and one kept before the refusal is there for the erase's step 6 to delete.
+   */
+  readonly put: (input: QuarantineInput, erased?: (tenant: string) => boolean) => Effect.Effect<QuarantineRecord | undefined, StoreError | TenantErased>
   readonly list: (q: QuarantineListQuery) => Effect.Effect<QuarantinePage, StoreError>
   /** Delete every record of a tenant (synced batches); returns how many. */
   readonly deleteTenant: (tenant: string) => Effect.Effect<number, StoreError>
@@ -127,9 +133,10 @@ export const make = (options: Partial<QuarantineOptions> = {}) =>
         return out
       })
 
-    const put_ = (input: QuarantineInput) =>
+    const put_ = (input: QuarantineInput, erased?: (tenant: string) => boolean) =>
       lock.withPermits(1)(
         Effect.gen(function* () {
+          if (erased?.(input.tenant) === true) return yield* Effect.fail(new TenantErased({ tenant: input.tenant }))
           const at = yield* Clock.currentTimeMillis
           const qid = nextQid++
           const key = quarantineKey(at, qid)
