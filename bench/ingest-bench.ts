@@ -219,6 +219,8 @@ const writerTotals = (text: string) => ({
 interface Cpu {
   readonly all: number
   readonly main: number
+  /** The main thread's system time (ms). */
+  readonly mainSystem: number
   readonly generator: number
   /** The server's threads other than the main one, by what they are (/proc comm), in ms. */
   readonly by: { readonly worker: number; readonly rocksdb: number; readonly other: number }
@@ -245,7 +247,7 @@ const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, Cpu]>
     else if (t.name.startsWith("rocksdb")) by.rocksdb += ms
     else by.other += ms
   }
-  return [a, { all: after.all - before.all, main: after.main - before.main, generator: (g.user + g.system) / 1000, by, names }]
+  return [a, { all: after.all - before.all, main: after.main - before.main, mainSystem: after.mainSystem - before.mainSystem, generator: (g.user + g.system) / 1000, by, names }]
 }
 
 /** Requests over the whole load (warm-up included), the warm-up taken at the measured rate. */
@@ -419,6 +421,12 @@ main("ingest-bench", async () => {
     `The server's CPU a hook by thread: main ${fmt(serverBy((c) => c.main), 1)}, commit worker ${fmt(serverBy((c) => c.by.worker), 1)}, ` +
       `RocksDB ${fmt(serverBy((c) => c.by.rocksdb), 1)}, V8's helpers and the rest ${fmt(serverBy((c) => c.by.other), 1)} µs ` +
       `(${[...rounds[0]!.a.cpu.names].filter(([, ms]) => ms > 0).sort((x, y) => y[1] - x[1]).map(([n]) => `${n} ${fmt(serverBy((c) => c.names.get(n) ?? 0), 1)}`).join(", ")}).`
+  )
+  // In the kernel: what moves most with the host (a busy neighbour slows system calls and wake-ups more than user code).
+  const bareBy = (ms: (c: Cpu) => number) => pooled((r) => ms(r.b.cpu), (r) => hooksOf(r.b))
+  console.log(
+    `The main thread's system time (in the kernel: socket reads and writes, epoll, waking another thread): the server ` +
+      `${fmt(serverBy((c) => c.mainSystem), 1)} of its ${fmt(serverBy((c) => c.main), 1)} µs a hook, the bare server ${fmt(bareBy((c) => c.mainSystem), 1)} of its ${fmt(bareBy((c) => c.main), 1)} µs a request.`
   )
   const all202 = rounds.every((r) => Object.keys(r.a.load.statuses).every((s) => s === "202") && r.a.load.errors === 0)
   const pass = floorRatio <= MAX_FLOOR_RATIO && p99 < TARGET_P99_MS && all202

@@ -29,18 +29,27 @@ export const tempDir = (prefix: string): { readonly path: string; readonly remov
 /** The unit of /proc's CPU times (clock ticks per second; 100 on Linux). */
 const USER_HZ = 100
 
-/** utime + stime (ms) of a /proc `stat` file; the command name in it may hold spaces, so fields count from its ")". */
-const statCpuMs = (path: string): number => {
+/** utime and stime (ms) of a /proc `stat` file; the command name in it may hold spaces, so fields count from its ")". */
+const statTimesMs = (path: string): { readonly user: number; readonly system: number } => {
   const stat = readFileSync(path, "utf8")
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  return ((Number(f[11]) + Number(f[12])) * 1000) / USER_HZ
+  return { user: (Number(f[11]) * 1000) / USER_HZ, system: (Number(f[12]) * 1000) / USER_HZ }
 }
 
-/** CPU time (user + system, ms) of a process so far: every thread, and its main thread alone (Linux /proc). */
-export const cpuOf = (pid: number): { readonly all: number; readonly main: number } => ({
-  all: statCpuMs(`/proc/${pid}/stat`),
-  main: statCpuMs(`/proc/${pid}/task/${pid}/stat`)
-})
+/** utime + stime (ms) of a /proc `stat` file. */
+const statCpuMs = (path: string): number => {
+  const t = statTimesMs(path)
+  return t.user + t.system
+}
+
+/**
+ * CPU time (user + system, ms) of a process so far: every thread, its main thread alone, and the
+ * main thread's system time (in the kernel: socket reads and writes, epoll, the wake of another thread).
+ */
+export const cpuOf = (pid: number): { readonly all: number; readonly main: number; readonly mainSystem: number } => {
+  const main = statTimesMs(`/proc/${pid}/task/${pid}/stat`)
+  return { all: statCpuMs(`/proc/${pid}/stat`), main: main.user + main.system, mainSystem: main.system }
+}
 
 /**
  * Wait until the processes `pids` are idle together: their CPU (all threads) under `share` of one
