@@ -44,7 +44,7 @@ import { encodeBatch } from "../src/store/rocksdb-wire.mjs"
 import { makeRocksDbStore } from "../src/store/rocksdb.js"
 import { type LoadResult, rawPost, runLoad } from "./lib/load.js"
 import { cpuOf, memoryOf, namedThreadsCpuMs, tempDir } from "./lib/proc.js"
-import { arg, finish, fmt, int, log, machine, main, mib, percentile, quick, table } from "./lib/report.js"
+import { arg, cpuTicks, finish, fmt, int, log, machine, main, mib, percentile, quick, stealBetween, table } from "./lib/report.js"
 import { metricValue, startServe } from "./lib/serve-child.js"
 import { startTarget } from "./lib/target-server.js"
 
@@ -221,6 +221,8 @@ interface Cpu {
   readonly main: number
   /** The main thread's system time (ms). */
   readonly mainSystem: number
+  /** The host's steal over the load: the share of the machine's CPU time the hypervisor gave to other guests. */
+  readonly steal: number | undefined
   readonly generator: number
   /** The server's threads other than the main one, by what they are (/proc comm), in ms. */
   readonly by: { readonly worker: number; readonly rocksdb: number; readonly other: number }
@@ -233,7 +235,9 @@ const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, Cpu]>
   const before = cpuOf(pid)
   const threads0 = namedThreadsCpuMs(pid)
   const generator = process.cpuUsage()
+  const ticks = cpuTicks()
   const a = await f()
+  const steal = stealBetween(ticks, cpuTicks())
   const after = cpuOf(pid)
   const threads1 = namedThreadsCpuMs(pid)
   const g = process.cpuUsage(generator)
@@ -247,7 +251,7 @@ const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, Cpu]>
     else if (t.name.startsWith("rocksdb")) by.rocksdb += ms
     else by.other += ms
   }
-  return [a, { all: after.all - before.all, main: after.main - before.main, mainSystem: after.mainSystem - before.mainSystem, generator: (g.user + g.system) / 1000, by, names }]
+  return [a, { all: after.all - before.all, main: after.main - before.main, mainSystem: after.mainSystem - before.mainSystem, steal, generator: (g.user + g.system) / 1000, by, names }]
 }
 
 /** Requests over the whole load (warm-up included), the warm-up taken at the measured rate. */
@@ -366,12 +370,13 @@ main("ingest-bench", async () => {
     `${int(perReq(r, r.cpu.all))} µs`,
     `${int(perReq(r, r.cpu.main))} µs`,
     `${int(perReq(r, r.cpu.generator))} µs`,
+    r.cpu.steal === undefined ? "-" : `${fmt(100 * r.cpu.steal, 1)}%`,
     Object.entries(r.load.statuses)
       .map(([s, n]) => `${s}:${int(n)}`)
       .join(" ") + (r.load.errors > 0 ? ` errors:${r.load.errors}` : "")
   ]
   table(
-    ["server", "req/s", "p50 ms", "p99 ms", "max ms", "loop p99 ms", "peak RSS", "CPU/req: all", "main thread", "generator", "answers"],
+    ["server", "req/s", "p50 ms", "p99 ms", "max ms", "loop p99 ms", "peak RSS", "CPU/req: all", "main thread", "generator", "host steal", "answers"],
     rounds.flatMap((r, i) => [row(`ankusa serve (synced, 2 sinks) #${i + 1}`, r.a), row(`bare node:http 202 #${i + 1}`, r.b)])
   )
   for (const [i, { a }] of rounds.entries()) {

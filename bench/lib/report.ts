@@ -42,7 +42,7 @@ export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<Readonl
 }
 
 /** The machine's CPU time so far (/proc/stat's first line, clock ticks): all of it, and the steal. */
-const cpuTicks = (): { readonly total: number; readonly steal: number } | undefined => {
+export const cpuTicks = (): { readonly total: number; readonly steal: number } | undefined => {
   try {
     // cpu user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user).
     const f = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number)
@@ -55,15 +55,19 @@ const cpuTicks = (): { readonly total: number; readonly steal: number } | undefi
 /** Taken when the bench's process loaded this module. */
 const startTicks = cpuTicks()
 
+/** The steal's share of the machine's CPU time between two `cpuTicks` readings; undefined where /proc/stat does not tell. */
+export const stealBetween = (
+  from: ReturnType<typeof cpuTicks>,
+  to: ReturnType<typeof cpuTicks>
+): number | undefined => (from === undefined || to === undefined || to.total <= from.total ? undefined : (to.steal - from.steal) / (to.total - from.total))
+
 /**
  * The share of the machine's CPU time the hypervisor gave to others since the bench started
  * (steal), or undefined where /proc/stat does not tell. On a shared virtual machine this is
  * the noise the ratio rules face; a bench at a high steal share ran beside a busy neighbour.
  */
 export const stealShare = (): number | undefined => {
-  const now = cpuTicks()
-  if (startTicks === undefined || now === undefined || now.total <= startTicks.total) return undefined
-  return (now.steal - startTicks.steal) / (now.total - startTicks.total)
+  return stealBetween(startTicks, cpuTicks())
 }
 
 /** `2 cores, load 11.8 10.2 9.7, steal 4.2%`: printed with every figure (the machine is shared). */
