@@ -92,6 +92,28 @@ describe("the active index", () => {
       })
     ))
 
+  it("a cleanup whose step 1 starts above a late row puts that row's marker back", () =>
+    run(({ store, queue }) =>
+      Effect.gen(function* () {
+        yield* store.write(allocAll(1), { sync: false })
+        // Tenant 1: a row at B-4 claimed (a stale marker), a row a late commit left at B-3, rows at B-1 and B.
+        yield* enqueue(store, 1, 1, (B - 4) * 1000 + 100)
+        yield* claimFirst(store, queue, 1)
+        yield* enqueue(store, 1, 2, (B - 3) * 1000 + 100)
+        yield* enqueue(store, 1, 3, (B - 1) * 1000 + 100)
+        yield* enqueue(store, 1, 4, B * 1000 + 100)
+        // The caller's step 1 starts at B-1 (where it believes the first due row lies): the read misses B-3.
+        const [result] = yield* queue.cleanupMarkersOf([{ ord: 1, markers: [B - 4, B - 3, B - 1, B], from: (B - 1) * 1000 }], NOW)
+        expect(result!.first?.ref.seq).toBe(3)
+        // Step 2 deleted both markers below B-1; step 3 put back the one whose second still holds a row.
+        expect(result!.deleted).toEqual([B - 4, B - 3])
+        expect(result!.restored).toEqual([B - 3])
+        expect(yield* missingMarkers(store)).toEqual([])
+        expect(yield* markerBuckets(store, 1)).toEqual([B - 3, B - 1, B])
+        expect((yield* checkStore(store)).differences).toEqual([])
+      })
+    ))
+
   it("active_tenants returns only tenants with due rows", () =>
     run(({ store, queue }) =>
       Effect.gen(function* () {

@@ -79,8 +79,8 @@ export interface SinkCalls {
   readonly destinations: () => ReadonlyArray<Sink>
   /** Tenant endpoint pools open now (at most `endpoints.maxPools`). */
   readonly endpointPools: () => number
-  /** The tenants with rows refused and left due below their cursors (parked, or waiting for an endpoint pool). */
-  readonly refusedTenants: () => ReadonlySet<number>
+  /** The tenants with rows refused and left due below their cursors (parked, or waiting for an endpoint pool), each with the lowest `at` refused. */
+  readonly refusedTenants: () => ReadonlyMap<number, number>
 }
 
 /**
@@ -372,7 +372,7 @@ export const makeSinkCalls = (
       unparked,
       destinations: registry.all,
       endpointPools: () => registry.pools.size,
-      refusedTenants: () => registry.parkedTenants(waitingTenants.keys()),
+      refusedTenants: () => registry.parkedTenants(waitingTenants),
       route,
       reconfigure,
       busy: () => busy,

@@ -333,10 +333,15 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
       }
       return out
     },
-    /** The tenants parked on any destination, with `more`. */
-    parkedTenants: (more: Iterable<number>): Set<number> => {
-      const out = new Set(more)
-      for (const s of [...sinks.values(), ...pools.values()]) for (const ord of s.places.parked.keys()) out.add(ord)
+    /** The tenants parked on any destination, and `more`, each with the lowest `at` refused. */
+    parkedTenants: (more: Iterable<readonly [number, number]>): Map<number, number> => {
+      const out = new Map(more)
+      for (const s of [...sinks.values(), ...pools.values()]) {
+        for (const [ord, at] of s.places.parked) {
+          const was = out.get(ord)
+          if (was === undefined || at < was) out.set(ord, at)
+        }
+      }
       return out
     },
     /** Pools a claim could still open (an idle pool can be replaced). */

@@ -234,11 +234,18 @@ export const makeTick = (
     const refused = calls.refusedTenants()
     // A refused row is still due and lies below `next`: it is the tenant's first due row the claim saw.
     const cleaned = yield* queue.cleanupMarkersOf(
-      tenants.map((v, i) =>
-        // A tenant with refused rows left below its cursor (parked on a destination) may hold due rows the
-        // visit did not read: its first due row is read from the start, or a marker of theirs could go (TEN-1 §5).
-        verified[i] || refused.has(v.ord) ? { ord: v.ord, markers: markersOf(v) } : { ord: v.ord, markers: markersOf(v), known: { first: v.firstRefused ?? v.next } }
-      ),
+      tenants.map((v, i) => {
+        if (verified[i]) return { ord: v.ord, markers: markersOf(v) }
+        // A tenant with rows refused in earlier visits (parked on a destination) may hold due rows below
+        // this visit's read, so step 1 reads its first due row, from the lowest of those refused rows or the
+        // cursor the visit started at: below both lie only the rows a late commit put there, and step 3
+        // puts back any marker of theirs step 2 deletes (TEN-1 §5). Not from the start: that read steps
+        // over the tombstone of every row the tenant had claimed since the last compaction.
+        const parkedAt = refused.get(v.ord)
+        return parkedAt === undefined
+          ? { ord: v.ord, markers: markersOf(v), known: { first: v.firstRefused ?? v.next } }
+          : { ord: v.ord, markers: markersOf(v), from: Math.min(parkedAt, cursors.floorOf(v.ord)) }
+      }),
       now
     )
     for (let i = 0; i < tenants.length; i++) {

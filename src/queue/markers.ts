@@ -27,6 +27,12 @@ export interface CleanupTenant {
    * tenant drained): a due row at or after the tenant's true first one. Step 3 always reads.
    */
   readonly known?: { readonly first: DueEntry | undefined }
+  /**
+   * Without `known`: step 1 reads the first due row at or after this `at` (a seek past the rows below
+   * it and their tombstones). For a caller that knows no due row lies below it but those a commit
+   * landing late put there: step 3 puts back any marker step 2 deletes for them.
+   */
+  readonly from?: number
 }
 
 /** Where a test may run something inside the cleanup: after step 1, after step 2. */
@@ -50,7 +56,7 @@ export const cleanupMarkersOf = (store: StoreShape) => {
       const nowBucket = K.bucketOf(now)
       // Step 1.
       const firsts: Array<DueEntry | undefined> = []
-      for (const t of tenants) firsts.push(t.known !== undefined ? t.known.first : yield* firstOf(t.ord))
+      for (const t of tenants) firsts.push(t.known !== undefined ? t.known.first : yield* firstOf(t.ord, t.from))
       yield* between("first")
       // Step 2. TEN-1 §5: a marker of the current second is never deleted.
       const deletes: Array<Op> = []
