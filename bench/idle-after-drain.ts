@@ -17,6 +17,7 @@
  * gauges move either figure by more than their ratio says), and every hook delivered.
  * Run: npx tsx bench/idle-after-drain.ts [--quick] [--tenants N] [--hooks N]
  */
+import { setTimeout as sleep } from "node:timers/promises"
 import { createEndpoints, endpointsConfig } from "./lib/endpoint-node.js"
 import { queueHooks } from "./lib/hook-senders.js"
 import { rawPost } from "./lib/load.js"
@@ -38,8 +39,6 @@ const DRAIN_TIMEOUT_MS = 120_000
 const TOKEN = "idle-after-drain-bench-token"
 
 const config = endpointsConfig(TOKEN)
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 /** CPU ms a second of `pid` (all threads) over `seconds`, nothing else asked of it meanwhile. */
 const cpuRate = async (pid: number, seconds: number): Promise<number> => {

@@ -66,9 +66,7 @@ export const stealBetween = (
  * (steal), or undefined where /proc/stat does not tell. On a shared virtual machine this is
  * the noise the ratio rules face; a bench at a high steal share ran beside a busy neighbour.
  */
-export const stealShare = (): number | undefined => {
-  return stealBetween(startTicks, cpuTicks())
-}
+export const stealShare = (): number | undefined => stealBetween(startTicks, cpuTicks())
 
 /** `2 cores, load 11.8 10.2 9.7, steal 4.2%`: printed with every figure (the machine is shared). */
 export const machine = (): string => {

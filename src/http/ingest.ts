@@ -224,7 +224,7 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
             q.put({ tenant, source: source.id, reason: v.reason, headers: quarantineHeaders(headers), body }, writer.erased)
           ).pipe(
             Effect.provide(services),
-            Effect.map((r): boolean | TenantErased => r !== undefined),
+            Effect.map((r) => r !== undefined),
             Effect.catchTag("TenantErased", (e) => Effect.succeed(e)),
             Effect.catch((e) => Effect.as(Effect.logWarning("quarantine write failed", e), false))
           )
