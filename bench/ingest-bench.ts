@@ -20,7 +20,10 @@
  *    one claimed row and claims nothing more. Delivery has its own bench.
  * 3. The same load against a bare `node:http` server that reads the body and
  *    answers 202 (bench/lib/target-server.ts): the limit of one Node process
- *    here, so the result is also a ratio.
+ *    here, so the result is also a ratio. Then the same bare server answering
+ *    in batches, each as long after its first request as the server's linger
+ *    and commit took in that round: what answering after a group commit costs
+ *    node:http alone (printed, not gated).
  *
  * Prints hooks/s, p50/p99 latency, the server's event-loop delay p99 (its
  * `ankusa_event_loop_delay_seconds{quantile="0.99"}`, the worst 5 s window of
@@ -264,6 +267,9 @@ type StoreRun = Effect.Success<ReturnType<typeof storeAlone>>
 interface Round {
   readonly a: ServerRun
   readonly b: ServerRun
+  /** The bare server answering in batches (`batchedAnswers`), and the batch's delay. */
+  readonly d: ServerRun
+  readonly dMs: number
   /** The floor's store alone. */
   readonly w64: StoreRun
   readonly floorHooks: number
@@ -308,10 +314,25 @@ const ankusa = async (): Promise<ServerRun> => {
   }
 }
 
-const bare = async (): Promise<ServerRun> => {
-  const server = await startTarget({ status: 202 })
+/** `writer.lingerMs` of a served node by default (src/domain/config.ts). */
+const SERVED_LINGER_MS = 1
+
+/**
+ * The delay of the bare server's batched answers: from a batch's first request to its answers in
+ * the server's round (the linger and a commit, the fsync included), in whole ms (a Node timer's unit).
+ */
+const batchDelayOf = (a: ServerRun) =>
+  a.writer === undefined || a.writer.commits === 0 ? 3 : Math.max(1, Math.round(SERVED_LINGER_MS + (a.writer.seconds * 1000) / a.writer.commits))
+
+/**
+ * The bare server, or with `answerAfterMs` answering in batches that many ms after each batch's
+ * first request: the shape of an answer after a synced group commit, priced on node:http alone
+ * (printed, not gated: what a server that acknowledges after its commit pays whatever its code).
+ */
+const bare = async (answerAfterMs?: number): Promise<ServerRun> => {
+  const server = await startTarget(answerAfterMs === undefined ? { status: 202 } : { status: 202, answerAfterMs })
   try {
-    log(`bare node:http pid ${server.pid} at ${server.url}`)
+    log(`bare node:http${answerAfterMs === undefined ? "" : ` answering in batches after ${answerAfterMs} ms`} pid ${server.pid} at ${server.url}`)
     const [load, cpu] = await cpuDuring(server.pid, () => underLoad(server.url, "/v1/hooks/bench"))
     return { load, loopP99: NaN, peakRss: memoryOf(server.pid).peak, cpu }
   } finally {
@@ -352,11 +373,13 @@ main("ingest-bench", async () => {
   for (let r = 0; r < ROUNDS; r++) {
     const a = await ankusa()
     const b = await bare()
+    const dMs = batchDelayOf(a)
+    const d = await bare(dMs)
     // The floor's store alone, written as many hooks as the server took (FLOOR_MIN_ROUNDS).
     const serverHooks = hooksOf(a)
     const floorRounds = Math.max(FLOOR_MIN_ROUNDS, Math.ceil(serverHooks / 64))
     log(`the floor's store alone: ${int(floorRounds)} synced 64-hook batches (${int(floorRounds * 64)} hooks; the server took ${int(serverHooks)})`)
-    rounds.push({ a, b, w64: await Effect.runPromise(storeAlone(DEFAULT_COMMIT_THREAD, 64, floorRounds)), floorHooks: floorRounds * 64 })
+    rounds.push({ a, b, d, dMs, w64: await Effect.runPromise(storeAlone(DEFAULT_COMMIT_THREAD, 64, floorRounds)), floorHooks: floorRounds * 64 })
   }
   console.log(`\nHTTP: ${CONNECTIONS} keep-alive connections, ${BODY_BYTES} B bodies, ${TENANTS} tenants, ${WARMUP_SECONDS} s warm-up + ${SECONDS} s measured, ${ROUNDS} rounds`)
   const row = (name: string, r: ServerRun) => [
@@ -377,7 +400,11 @@ main("ingest-bench", async () => {
   ]
   table(
     ["server", "req/s", "p50 ms", "p99 ms", "max ms", "loop p99 ms", "peak RSS", "CPU/req: all", "main thread", "generator", "host steal", "answers"],
-    rounds.flatMap((r, i) => [row(`ankusa serve (synced, 2 sinks) #${i + 1}`, r.a), row(`bare node:http 202 #${i + 1}`, r.b)])
+    rounds.flatMap((r, i) => [
+      row(`ankusa serve (synced, 2 sinks) #${i + 1}`, r.a),
+      row(`bare node:http 202 #${i + 1}`, r.b),
+      row(`bare, answers after ${r.dMs} ms #${i + 1}`, r.d)
+    ])
   )
   for (const [i, { a }] of rounds.entries()) {
     if (a.writer === undefined || a.writer.commits === 0) continue
@@ -432,6 +459,12 @@ main("ingest-bench", async () => {
   console.log(
     `The main thread's system time (in the kernel: socket reads and writes, epoll, waking another thread): the server ` +
       `${fmt(serverBy((c) => c.mainSystem), 1)} of its ${fmt(serverBy((c) => c.main), 1)} µs a hook, the bare server ${fmt(bareBy((c) => c.mainSystem), 1)} of its ${fmt(bareBy((c) => c.main), 1)} µs a request.`
+  )
+  const batchedCpu = pooled((r) => r.d.cpu.all, (r) => hooksOf(r.d))
+  console.log(
+    `Printed, not gated: the bare server answering in batches, each ${rounds.map((r) => r.dMs).join(" and ")} ms after its first request (the server's linger and commit in that round), ` +
+      `${fmt(batchedCpu, 1)} µs a request (main thread ${fmt(pooled((r) => r.d.cpu.main, (r) => hooksOf(r.d)), 1)}): ${fmt(batchedCpu - bareCpu, 1)} µs over the bare server's, ` +
+      `the cost of answering after a group commit that node:http pays whatever the server's own code; the floor with the ops and that: ${fmt(floorOps + batchedCpu - bareCpu, 1)} µs, the server ${fmt(serverCpu / Math.max(1e-9, floorOps + batchedCpu - bareCpu), 2)} x it.`
   )
   const all202 = rounds.every((r) => Object.keys(r.a.load.statuses).every((s) => s === "202") && r.a.load.errors === 0)
   const pass = floorRatio <= MAX_FLOOR_RATIO && p99 < TARGET_P99_MS && all202

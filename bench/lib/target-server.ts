@@ -15,6 +15,11 @@
  * `GET /_hold`): requests then wait unanswered until `GET /_release` answers them all and ends the
  * hold (bench/breaker-bench.ts queues a backlog so, then measures its drain).
  *
+ * `--answer-after-ms N` (with `--status 202`) answers in batches: the first request a batch holds
+ * arms one timer of N ms, and when it fires every request held since is answered, in arrival order:
+ * the shape of an ingest answer that waits for a synced group commit (bench/ingest-bench.ts prints
+ * what that shape alone costs node:http).
+ *
  * It runs in its own process (bench/lib/server-process.ts): `startTarget` spawns it.
  */
 import { createServer } from "node:http"
@@ -43,6 +48,8 @@ export interface TargetOptions {
   readonly hang?: boolean
   /** Hold every answer until `release()`; `hold()` starts holding again. */
   readonly hold?: boolean
+  /** With status 202: answer in batches, each N ms after its first request (see the header). */
+  readonly answerAfterMs?: number
 }
 
 /** The answer a bare ingest gives: a small JSON body, as the gateway's 202 has. */
@@ -57,6 +64,13 @@ const serve = (o: TargetOptions) => {
   let maxOpen = 0
   let holding = o.hold === true
   let held: Array<() => void> = []
+  // `answerAfterMs`: the answers waiting for the batch's timer.
+  let batch: Array<() => void> = []
+  const flush = () => {
+    const answers = batch
+    batch = []
+    for (const answer of answers) answer()
+  }
   const server = createServer((req, res) => {
     if (req.method === "GET" && (req.url === "/_release" || req.url === "/_hold")) {
       holding = req.url === "/_hold"
@@ -80,8 +94,12 @@ const serve = (o: TargetOptions) => {
       const status = o.status ?? 204
       if (status === 202) {
         // The bare ingest baseline: answer at once, as cheaply as Node can.
-        concurrent--
-        res.writeHead(202, { "content-type": "application/json", "content-length": BODY_202.length }).end(BODY_202)
+        const accept = () => {
+          concurrent--
+          res.writeHead(202, { "content-type": "application/json", "content-length": BODY_202.length }).end(BODY_202)
+        }
+        if ((o.answerAfterMs ?? 0) === 0) return accept()
+        if (batch.push(accept) === 1) setTimeout(flush, o.answerAfterMs)
         return
       }
       const answer = () => {
@@ -106,10 +124,15 @@ const serve = (o: TargetOptions) => {
 
 /** Spawn the server in its own process and wait until it listens. */
 export const startTarget = async (o: TargetOptions): Promise<Target> => {
-  const args = o.hang === true ? ["--hang"] : ["--status", String(o.status ?? 204), ...(o.hold === true ? ["--hold"] : [])]
+  const args =
+    o.hang === true
+      ? ["--hang"]
+      : ["--status", String(o.status ?? 204), ...(o.hold === true ? ["--hold"] : []), ...(o.answerAfterMs === undefined ? [] : ["--answer-after-ms", String(o.answerAfterMs)])]
   const p = await spawnServer(import.meta.url, args, "target server")
   const get = (path: string) => fetch(`${p.url}${path}`).then((r) => void r.body?.cancel())
   return { ...p, stats: () => fetch(`${p.url}/_stats`).then((r) => r.json() as Promise<TargetStats>), release: () => get("/_release"), hold: () => get("/_hold") }
 }
 
-if (servesHere(import.meta.url)) serve({ hang: process.argv.includes("--hang"), hold: process.argv.includes("--hold"), status: numberArg("--status", 204) })
+if (servesHere(import.meta.url)) {
+  serve({ hang: process.argv.includes("--hang"), hold: process.argv.includes("--hold"), status: numberArg("--status", 204), answerAfterMs: numberArg("--answer-after-ms", 0) })
+}
