@@ -13,7 +13,7 @@ import { Context, Effect, Layer, Stream } from "effect"
 import * as Counters from "../domain/counters.js"
 import { Families, familyDataRange } from "../domain/families.js"
 import { counterKeyOrd, decodeCounterKey } from "../domain/keys.js"
-import { type Batch, decodeInt64LE } from "../domain/ops.js"
+import { decodeInt64LE, type Merge } from "../domain/ops.js"
 import { Store, type StoreError } from "../store/store.js"
 
 export interface QueuedBytesShape {
@@ -38,10 +38,8 @@ export const make = Effect.gen(function* () {
     }
     figures[ord] = figures[ord]! + delta
   }
-  const observe = (batch: Batch) => {
-    for (const op of batch) {
-      if (op._tag === "merge" && op.cf === "counters" && fieldOf(op.key) === BYTES) add(counterKeyOrd(op.key), Number(op.delta))
-    }
+  const observe = (merges: ReadonlyArray<Merge>) => {
+    for (const op of merges) if (fieldOf(op.key) === BYTES) add(counterKeyOrd(op.key), Number(op.delta))
   }
   yield* Stream.runForEach(store.stream("counters", familyDataRange(Families.counters), { chunk: 4096 }), (e) =>
     Effect.sync(() => {

@@ -10,7 +10,7 @@
 import type { ColumnHandle, RocksLevel } from "@nxtedition/rocksdb"
 import { Array as Arr, Cause, Effect, Layer, Stream } from "effect"
 import { asBuffer, compare, decodeU32, familyOf, Meta } from "../domain/keys.js"
-import { type Batch, type ColumnFamily, decodeInt64LE } from "../domain/ops.js"
+import { type Batch, type ColumnFamily, decodeInt64LE, type Op } from "../domain/ops.js"
 import { type Entry, type Range, Store, StoreError, storeErrorOf as fail, type StoreOpenError, type StoreShape } from "./store.js"
 import { type CommitThread, mainCommitter, workerCommitter } from "./rocksdb-commit.js"
 import { readHealth } from "./rocksdb-health.js"
@@ -18,7 +18,7 @@ import { closeDb, columnFamiliesOf, type OpenTuning, openDb } from "./rocksdb-op
 import { encodeBatch } from "./rocksdb-wire.mjs"
 import { CURRENT_FORMAT, initialize } from "./open.js"
 import { makeStats } from "./stats.js"
-import { makeWriteMarks } from "./write-marks.js"
+import { makeWriteMarks, summarize } from "./write-marks.js"
 
 export interface RocksDbOptions extends OpenTuning {
   /** The highest store format this build supports (a format 2 build opens only format 2's column families). */
@@ -67,21 +67,24 @@ const makeStore = (
 
     // Checked before anything reaches RocksDB: a merge into a family without a merge
     // operator fails *after* the WAL write, half-applied, and stops the DB (measured).
-    const invalid = (batch: Batch): string | undefined => {
-      for (const op of batch) {
-        if (!columns.has(op.cf)) return `column family ${op.cf} is not open in a format ${supported} build`
-        if (op._tag === "merge" && op.cf !== "counters") return `merge into ${op.cf}: only counters has a merge operator`
-      }
-      return undefined
-    }
+    const check = (op: Op): string | undefined =>
+      !columns.has(op.cf)
+        ? `column family ${op.cf} is not open in a format ${supported} build`
+        : op._tag === "merge" && op.cf !== "counters"
+          ? `merge into ${op.cf}: only counters has a merge operator`
+          : undefined
+    // The wire's family index of each open family.
+    const cfIndex = new Map<string, number>(names.map((n, i) => [n, i]))
+    const indexOf = (cf: string) => cfIndex.get(cf)!
 
     const marks = makeWriteMarks()
     const write = (batch: Batch, sync: boolean) =>
       Effect.suspend(() => {
-        const why = invalid(batch)
-        if (why !== undefined) return Effect.fail(new StoreError({ op: "write", message: why }))
+        // One pass: the checks above and what the write marks (write-marks.ts).
+        const summary = summarize(batch, check)
+        if (typeof summary === "string") return Effect.fail(new StoreError({ op: "write", message: summary }))
         if (batch.length === 0) return Effect.void
-        return marks.track(batch, commit(encodeBatch(batch, (cf) => names.indexOf(cf as ColumnFamily)), sync))
+        return marks.trackSummary(summary, commit(encodeBatch(batch, indexOf), sync))
       })
 
     const getMany = (cf: ColumnFamily, keys: ReadonlyArray<Uint8Array>) =>

@@ -23,13 +23,52 @@
  */
 import { Duration, Effect } from "effect"
 import { counterKeyOrd, dueKeyOrd, P } from "../domain/keys.js"
-import type { Batch } from "../domain/ops.js"
+import type { Batch, Merge, Op } from "../domain/ops.js"
 
 /** Slots of the tenants' write generations (8 bytes each). */
 export const WRITE_MARK_SLOTS = 65_536
 
 /** `settled` gives up after this long (writes stuck behind a stalled disk): then everything counts as moved. */
 export const WRITE_MARK_SETTLE_MS = 10_000
+
+/** What a batch moves, from one pass over it (`summarize`): what `track` marks and observers get. */
+export interface WriteSummary {
+  /** The tenants whose counters it merges or whose due keys it deletes (an ordinal may repeat). */
+  readonly ords: ReadonlyArray<number>
+  /** It deletes a range of counters: every tenant may have moved. */
+  readonly everyone: boolean
+  /** Its merges into counters, in batch order. */
+  readonly merges: ReadonlyArray<Merge>
+}
+
+/**
+ * One pass over `batch`: its summary, or the first refusal `check` gives an op (the store's own
+ * rules: an unknown family, a merge it cannot apply), so a store checks and summarizes a batch at once.
+ */
+export const summarize = (batch: Batch, check?: (op: Op) => string | undefined): WriteSummary | string => {
+  const ords: Array<number> = []
+  const merges: Array<Merge> = []
+  let everyone = false
+  for (const op of batch) {
+    if (check !== undefined) {
+      const why = check(op)
+      if (why !== undefined) return why
+    }
+    if (op.cf === "index") {
+      // A due key's ord is its bytes 1 to 4 (keys.ts); a shorter key is none of this family's.
+      if (op._tag === "del" && op.key[0] === P.due && op.key.length >= 5) ords.push(dueKeyOrd(op.key))
+      continue
+    }
+    if (op.cf !== "counters") continue
+    // A range of counters: every tenant may have moved.
+    if (op._tag === "deleteRange") everyone = true
+    else {
+      ords.push(counterKeyOrd(op.key))
+      if (op._tag === "merge") merges.push(op)
+    }
+  }
+  return { ords, everyone, merges }
+}
 
 export interface WriteMarks {
   /** The generation now: pass it to `movedSince` later. */
@@ -39,16 +78,18 @@ export interface WriteMarks {
   /** A write that ended after `mark` merged a counter of `ord` (or of a tenant sharing its slot). */
   readonly movedSince: (ord: number, mark: number) => boolean
   /**
-   * Calls `observer` with every batch the store applied, as its write ends and before its caller
-   * resumes (the in-memory queued bytes, src/queue/queued-bytes.ts). It must not throw. Returns the
-   * function that removes it.
+   * Calls `observer` with the counter merges of every batch the store applied, as its write ends
+   * and before its caller resumes (the in-memory queued bytes, src/queue/queued-bytes.ts). It must
+   * not throw. Returns the function that removes it.
    */
-  readonly onCommitted: (observer: (batch: Batch) => void) => () => void
+  readonly onCommitted: (observer: (merges: ReadonlyArray<Merge>) => void) => () => void
 }
 
 export interface WriteMarksTracker extends WriteMarks {
   /** Run a write through the tracker: counted as sent now, its counter merges marked when it ends. */
   readonly track: <E>(batch: Batch, write: Effect.Effect<void, E>) => Effect.Effect<void, E>
+  /** `track` of a batch already summarized (`summarize`). */
+  readonly trackSummary: <E>(summary: WriteSummary, write: Effect.Effect<void, E>) => Effect.Effect<void, E>
 }
 
 export const makeWriteMarks = (): WriteMarksTracker => {
@@ -59,25 +100,16 @@ export const makeWriteMarks = (): WriteMarksTracker => {
   let sent = 0
   // Tickets of the writes sent and not ended yet.
   const open = new Set<number>()
-  const observers = new Set<(batch: Batch) => void>()
-  const committed = (batch: Batch) =>
+  const observers = new Set<(merges: ReadonlyArray<Merge>) => void>()
+  const committed = (summary: WriteSummary) =>
     Effect.sync(() => {
-      for (const f of observers) f(batch)
+      for (const f of observers) f(summary.merges)
     })
-  const end = (ticket: number, batch: Batch) => {
+  const end = (ticket: number, summary: WriteSummary) => {
     open.delete(ticket)
     generation++
-    for (const op of batch) {
-      if (op.cf === "index") {
-        // A due key's ord is its bytes 1 to 4 (keys.ts); a shorter key is none of this family's.
-        if (op._tag === "del" && op.key[0] === P.due && op.key.length >= 5) slots[dueKeyOrd(op.key) % WRITE_MARK_SLOTS] = generation
-        continue
-      }
-      if (op.cf !== "counters") continue
-      // A range of counters: every tenant may have moved.
-      if (op._tag === "deleteRange") everyone = generation
-      else slots[counterKeyOrd(op.key) % WRITE_MARK_SLOTS] = generation
-    }
+    for (const ord of summary.ords) slots[ord % WRITE_MARK_SLOTS] = generation
+    if (summary.everyone) everyone = generation
   }
   const settled = Effect.suspend(() => {
     const target = sent
@@ -92,16 +124,18 @@ export const makeWriteMarks = (): WriteMarksTracker => {
     )
     return wait
   })
+  const trackSummary = <E>(summary: WriteSummary, write: Effect.Effect<void, E>): Effect.Effect<void, E> =>
+    Effect.suspend(() => {
+      const ticket = sent++
+      open.add(ticket)
+      return Effect.ensuring(observers.size === 0 ? write : Effect.tap(write, () => committed(summary)), Effect.sync(() => end(ticket, summary)))
+    })
   return {
     mark: Effect.sync(() => generation),
     settled,
     movedSince: (ord, mark) => everyone > mark || slots[ord % WRITE_MARK_SLOTS]! > mark,
-    track: (batch, write) =>
-      Effect.suspend(() => {
-        const ticket = sent++
-        open.add(ticket)
-        return Effect.ensuring(observers.size === 0 ? write : Effect.tap(write, () => committed(batch)), Effect.sync(() => end(ticket, batch)))
-      }),
+    track: (batch, write) => trackSummary(summarize(batch) as WriteSummary, write),
+    trackSummary,
     onCommitted: (observer) => {
       observers.add(observer)
       return () => void observers.delete(observer)
