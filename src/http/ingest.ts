@@ -32,15 +32,17 @@ type Headers = Readonly<Record<string, string>>
 /** Header names that look like credentials meant for the gateway: never kept, never forwarded. */
 const CREDENTIAL = /auth|token|secret|passw|api-?key|cookie|session/
 
-/** Request headers kept with the hook and forwarded on delivery: event metadata, not transport or credentials. */
+/**
+ * Request headers kept with the hook and forwarded on delivery: event metadata, not transport or
+ * credentials. `headers` is node:http's, whose names are lower case.
+ */
 export const keptHeaders = (headers: Headers, tenantHeader: string | undefined): Record<string, string> => {
   const out: Record<string, string> = {}
-  for (const name in headers) {
-    const n = name.toLowerCase()
-    if (n === tenantHeader || CREDENTIAL.test(n)) continue
+  for (const n in headers) {
     // Custom event headers (X-GitHub-Event, X-Shopify-Topic, …) and the sender's user agent;
     // proxy headers describe our network, not the event.
-    if ((n.startsWith("x-") && !n.startsWith("x-forwarded-") && n !== "x-real-ip") || n === "user-agent") out[n] = headers[name]!
+    const event = n.startsWith("x-") ? !n.startsWith("x-forwarded-") && n !== "x-real-ip" : n === "user-agent"
+    if (event && n !== tenantHeader && !CREDENTIAL.test(n)) out[n] = headers[n]!
   }
   return out
 }
