@@ -267,7 +267,7 @@ type StoreRun = Effect.Success<ReturnType<typeof storeAlone>>
 interface Round {
   readonly a: ServerRun
   readonly b: ServerRun
-  /** The bare server answering in batches (`batchedAnswers`), and the batch's delay. */
+  /** The bare server answering in batches (`bare(dMs)`), and the batch's delay in ms. */
   readonly d: ServerRun
   readonly dMs: number
   /** The floor's store alone. */
