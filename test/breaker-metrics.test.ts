@@ -100,7 +100,8 @@ describe("breaker metrics", () => {
     }
     expect(seen.endpoints.has(`endpoint:${healthy.body.id}`)).toBe(false)
     expect(seen.shared.get("shared")).toBe(0)
-    expect(good.got.filter((g) => g.path === "/healthy").length).toBeGreaterThanOrEqual(3)
+    // The healthy endpoint's three deliveries run beside the failing ones' and may still be in flight.
+    await until("the healthy endpoint's deliveries", () => good.got.filter((g) => g.path === "/healthy").length >= 3)
 
     // One failing endpoint reported now is pointed at the sink: its probe's 2xx closes its breaker and it leaves /metrics.
     const moved = [...seen.endpoints.keys()][0]!
