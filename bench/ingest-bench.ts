@@ -37,6 +37,7 @@
  * Run: npx tsx bench/ingest-bench.ts [--quick] [--seconds S]
  */
 import { Effect } from "effect"
+import { defaults as defaultConfig } from "../src/domain/config.js"
 import * as Deliveries from "../src/domain/deliveries.js"
 import { encodeEnvelope } from "../src/domain/envelope.js"
 import * as K from "../src/domain/keys.js"
@@ -314,15 +315,15 @@ const ankusa = async (): Promise<ServerRun> => {
   }
 }
 
-/** `writer.lingerMs` of a served node by default (src/domain/config.ts). */
-const SERVED_LINGER_MS = 1
-
 /**
  * The delay of the bare server's batched answers: from a batch's first request to its answers in
- * the server's round (the linger and a commit, the fsync included), in whole ms (a Node timer's unit).
+ * the server's round (the served default linger and a commit, the fsync included), in whole ms (a
+ * Node timer's unit); the linger alone if the server's metrics counted no commit.
  */
-const batchDelayOf = (a: ServerRun) =>
-  a.writer === undefined || a.writer.commits === 0 ? 3 : Math.max(1, Math.round(SERVED_LINGER_MS + (a.writer.seconds * 1000) / a.writer.commits))
+const batchDelayOf = (a: ServerRun) => {
+  const commitMs = a.writer === undefined || a.writer.commits === 0 ? 0 : (a.writer.seconds * 1000) / a.writer.commits
+  return Math.max(1, Math.round(defaultConfig.writer.lingerMs + commitMs))
+}
 
 /**
  * The bare server, or with `answerAfterMs` answering in batches that many ms after each batch's
