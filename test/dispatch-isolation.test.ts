@@ -278,7 +278,7 @@ describe("dispatch isolation (issue 24)", () => {
       const ingest = makeIngest(w.store)
       const [first] = yield* ingest(Array.from({ length: 4 }, () => ({ tenant: "t", sinks: ["s"], at: Date.now() - 1_000 })))
       const openMs = 60_000
-      const { pipeline } = yield* startPipeline(w, {
+      const { pipeline, wake } = yield* startPipeline(w, {
         tickMs: 60_000,
         graceMs: 0,
         breaker: { minCalls: 2, failureRatio: 0.5, windowMs: 60_000, openMs, maxOpenMs: 600_000 },
@@ -288,7 +288,13 @@ describe("dispatch isolation (issue 24)", () => {
       yield* pipeline.tick
       yield* until("the four calls failed and their outcomes are committed", Effect.map(pipeline.inflight, (n) => n === 0 && failing.received.length === 4))
       const opened = Date.now()
-      // Rows committed while the breaker is open: the claim reads each once and moves it to the probe's time.
+      // The Writer is told to write the open destination's new rows due at its probe, the other's at once.
+      const held = wake.held(Date.now())!
+      expect(held("s")).toBeGreaterThanOrEqual(opened + openMs - 5_000)
+      expect(held("s")).toBeLessThanOrEqual(opened + openMs)
+      expect(held("ok")).toBeUndefined()
+      expect(wake.held(opened + 2 * openMs)).toBeUndefined()
+      // Rows committed while the breaker is open without the Writer (as a replay writes them): the claim reads each once and moves it to the probe's time.
       yield* ingest(Array.from({ length: 20 }, () => ({ tenant: "t", sinks: ["s"], at: Date.now() - 1 })))
       yield* pipeline.tick
       yield* pipeline.tick

@@ -60,9 +60,9 @@ export const startPipeline = (world: World, input: Pipeline.Input) =>
   Effect.gen(function* () {
     const outer = yield* Effect.scope
     const scope = yield* Scope.fork(outer, "sequential")
-    const layer = Pipeline.layer(input).pipe(Layer.provide([Layer.succeedContext(world.context), Wake.layer]))
+    const layer = Pipeline.layer(input).pipe(Layer.provideMerge(Wake.layer), Layer.provide(Layer.succeedContext(world.context)))
     const ctx = yield* Layer.buildWithScope(layer, scope)
-    return { pipeline: Context.get(ctx, Pipeline.Pipeline), shutdown: Scope.close(scope, Exit.void) }
+    return { pipeline: Context.get(ctx, Pipeline.Pipeline), wake: Context.get(ctx, Wake.Wake), shutdown: Scope.close(scope, Exit.void) }
   })
 
 export interface HookSpec {

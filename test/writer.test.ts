@@ -324,7 +324,7 @@ describe("Writer", () => {
       let woken = 0
       // A Wake that counts its signals, with or without tenants (the pipeline's waits are not needed here).
       const signal = Effect.sync(() => void woken++)
-      const wake = Layer.succeed(Wake, { signal, hint: () => signal, await: Effect.never, takeHints: () => [] })
+      const wake = Layer.succeed(Wake, { signal, hint: () => signal, await: Effect.never, takeHints: () => [], held: () => undefined, holdBy: () => {} })
       const layer = Layer.mergeAll(writerLayer().pipe(Layer.provide(wake))).pipe(
         Layer.provideMerge(layerMemory({ db }))
       )
@@ -337,6 +337,45 @@ describe("Writer", () => {
         expect(woken).toBe(1)
         yield* writer.submit(req("b"))
         expect(woken).toBe(2)
+      }).pipe(Effect.provide(layer))
+    })
+  )
+
+  it.live("a hook for a destination whose breaker is open is written due at its probe, and a tenant with only such rows is not hinted", () =>
+    Effect.gen(function* () {
+      const layer = writerLayer().pipe(Layer.provideMerge(wakeLayer), Layer.provideMerge(layerMemory({ db: new MemoryDb() })))
+      yield* Effect.gen(function* () {
+        const writer = yield* Writer
+        const wake = yield* Wake
+        const store = yield* Store
+        const probeAt = Date.now() + 60_000
+        // The pipeline's holds: "down" open until probeAt, nothing else.
+        wake.holdBy({ through: () => probeAt, until: (name, now) => (name === "down" && now < probeAt ? probeAt : undefined) })
+        const mixed = yield* writer.submit(req("a", { sinks: ["up", "down"] }))
+        expect(wake.takeHints().length).toBe(1)
+        const heldOnly = yield* writer.submit(req("b", { sinks: ["down"] }))
+        expect(wake.takeHints()).toEqual([])
+        const { byName } = yield* tenantTables
+        const atOf = (ord: number) =>
+          Effect.map(store.scan("index", Deliveries.tenantDueRange(ord), LIMIT), (rows) =>
+            new Map(rows.map((e) => [`${Keys.decodeDueKey(e.key).seq}:${Keys.decodeDueKey(e.key).sink}`, Keys.decodeDueKey(e.key).at] as const))
+          )
+        const a = yield* atOf(byName.get("a")!)
+        const b = yield* atOf(byName.get("b")!)
+        expect(a.get(`${mixed.seq}:0`)).toBeLessThan(probeAt)
+        expect(a.get(`${mixed.seq}:1`)).toBe(probeAt)
+        expect(b.get(`${heldOnly.seq}:0`)).toBe(probeAt)
+        // Each held row has its marker in the probe's bucket (TEN-1 §5), so the marker scan finds it then.
+        for (const ord of [byName.get("a")!, byName.get("b")!]) {
+          expect(yield* store.get("index", Keys.activeKey(Keys.bucketOf(probeAt), ord))).toBeDefined()
+        }
+        // Counted as any new row: pending, not scheduled.
+        expect((yield* countersOf(byName.get("b")!)).pending).toBe(1)
+        // Past the holds' time nothing is held: a new row is due at once.
+        wake.holdBy({ through: () => 0, until: () => probeAt })
+        const later = yield* writer.submit(req("b", { sinks: ["down"] }))
+        expect((yield* atOf(byName.get("b")!)).get(`${later.seq}:0`)).toBeLessThan(probeAt)
+        expect(wake.takeHints().length).toBe(1)
       }).pipe(Effect.provide(layer))
     })
   )

@@ -1,12 +1,11 @@
 /**
  * The pipeline's sink calls (docs/delivery.md "Connections", "Limits", "Fair dispatch";
  * docs/architecture.md "The pipeline"): per sink, the admission of claimed rows (at most
- * `concurrency + maxWaiting` held, a fair share of them a tenant), a FIFO of claimed rows
- * whose calls start `concurrency` at a time as earlier ones end, each call
- * the sink client's callback chain (a 2xx settled from its answer; a call
- * that did not deliver hands its outcome to a fiber in one FiberSet, which
- * reads the row and settles the retry or the DLQ), and the cut at shutdown,
- * which cuts the calls in flight and interrupts those fibers.
+ * `concurrency + maxWaiting` held, a fair share of them a tenant), a FIFO of claimed rows whose
+ * calls start `concurrency` at a time as earlier ones end, each call the sink client's callback
+ * chain (a 2xx settled from its answer; a call that did not deliver hands its outcome to a fiber
+ * in one FiberSet, which reads the row and settles the retry or the DLQ), the breakers' holds on
+ * new rows, and the cut at shutdown, which cuts the calls in flight and interrupts those fibers.
  */
 import { Cause, Clock, Effect, FiberSet, Latch } from "effect"
 import type { Envelope } from "../domain/envelope.js"
@@ -20,11 +19,12 @@ import { type DestinationDeps, type Job, makeDestinations, type Sink } from "./d
 import type { Outcomes } from "./outcomes.js"
 import type { DispatchSinkOptions, PipelineOptions, PipelineState } from "./options.js"
 import { hold, makeAdmission, park, started } from "./sink-places.js"
-import { type BreakerSettings, record } from "./breaker.js"
+import type { BreakerSettings } from "./breaker.js"
 import { tenantOf } from "../domain/envelope.js"
 import { endpointIdOf } from "../domain/fanout.js"
 import type { Operations } from "./operations.js"
 import type { DueEntry, QueueShape } from "../queue/queue.js"
+import type { Holds } from "../queue/wake.js"
 import type { Fair } from "./fair.js"
 import { DEFAULT_429_PAUSE_MS } from "./sink-pace.js"
 import * as SinkClient from "./sink-client.js"
@@ -81,6 +81,8 @@ export interface SinkCalls {
   readonly endpointPools: () => number
   /** The tenants with rows refused and left due below their cursors (parked, or waiting for an endpoint pool), each with the lowest `at` refused. */
   readonly refusedTenants: () => ReadonlyMap<number, number>
+  /** The open breakers' holds on new rows, for the Writer (Wake `holdBy`; docs/delivery.md "Failing destinations"). */
+  readonly holds: Holds
 }
 
 /**
@@ -249,9 +251,8 @@ export const makeSinkCalls = (
     const free = (sink: Sink, ord: number): void => {
       sink.running -= 1
       hold(sink.places, ord, -1)
-      if (sink.retired) {
-        if (sink.running === 0) registry.close(sink)
-      } else pump(sink)
+      if (!sink.retired) pump(sink)
+      else if (sink.running === 0) registry.close(sink)
     }
 
     /**
@@ -264,7 +265,7 @@ export const makeSinkCalls = (
       const event = (what: "breaker_opened" | "breaker_closed", reason: string) =>
         runFiber(deps.operations.emit({ type: `${endpoint === undefined ? "sink" : "endpoint"}.${what}`, tenant: endpoint === undefined ? null : tenantOf(job.env), destination: job.name, reason, at }))
       if (endpoint !== undefined) failingFor(sink, job, endpoint, ok, at)
-      if (record(sink.breaker, deps.breaker(), ok, at)) {
+      if (registry.record(sink, deps.breaker(), ok, at)) {
         trips()
         event("breaker_opened", `failures past breaker.failureRatio; open until ${new Date(sink.breaker.openUntil).toISOString()}`)
         runFiber(Effect.logWarning("pipeline: breaker opened", { sink: job.name, until: new Date(sink.breaker.openUntil).toISOString(), trips: sink.breaker.trips }))
@@ -298,10 +299,6 @@ export const makeSinkCalls = (
     }
 
     const reconfigure = (next: ReadonlyArray<DispatchSinkOptions>): void => {
-      reconfigureSinks(next)
-      for (const s of sinks.values()) breakerState(s)
-    }
-    const reconfigureSinks = (next: ReadonlyArray<DispatchSinkOptions>): void =>
       registry.reconfigure(next, {
         pump,
         // Rows waiting for a removed sink go to the DLQ, where replay finds them once it is back.
@@ -309,6 +306,8 @@ export const makeSinkCalls = (
         // Its parked tenants' refused rows are claimed (and dead-lettered) like the rest.
         orphan: admission.orphan
       })
+      for (const s of sinks.values()) breakerState(s)
+    }
 
     /** The signing keys now: the destination's, and a rotated-out one still in its overlap. */
     const keysOf = (sink: Sink): SinkClient.Key =>
@@ -373,6 +372,7 @@ export const makeSinkCalls = (
       destinations: registry.all,
       endpointPools: () => registry.pools.size,
       refusedTenants: () => registry.parkedTenants(waitingTenants),
+      holds: registry.holds,
       route,
       reconfigure,
       busy: () => busy,

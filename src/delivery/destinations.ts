@@ -16,11 +16,12 @@ import { parseSecret } from "../domain/signature.js"
 import { checkUrl, classify } from "../domain/ssrf.js"
 import * as M from "../observability/delivery-metrics.js"
 import type { EndpointsShape } from "../queue/endpoints.js"
+import type { Holds } from "../queue/wake.js"
 import type { Claimed } from "./calls.js"
 import { DEFAULT_MAX_PAUSE_MS, maxWaitingOf, SINK_WAIT_FACTOR, type DispatchSinkOptions, type PipelineOptions } from "./options.js"
 import { hold, makePlaces, type Places } from "./sink-places.js"
 import { makeSinkPace, type SinkPace } from "./sink-pace.js"
-import { type Breaker, type BreakerSettings, makeBreaker } from "./breaker.js"
+import { type Breaker, type BreakerSettings, makeBreaker, record } from "./breaker.js"
 import { makeTenantQueue, type TenantQueue } from "./sink-queue.js"
 import * as SinkClient from "./sink-client.js"
 
@@ -307,9 +308,27 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
     }
   }
 
+  // The latest probe time of any trip: until then the Writer asks `holds` about each hook's destinations.
+  let heldThrough = 0
+  /** A call's outcome for its breaker (breaker.ts `record`): true on a trip, which holds the destination's new rows until its probe. */
+  const recordCall = (sink: Sink, settings: BreakerSettings, ok: boolean, at: number): boolean => {
+    const tripped = record(sink.breaker, settings, ok, at)
+    if (tripped) heldThrough = Math.max(heldThrough, sink.breaker.openUntil)
+    return tripped
+  }
+  /** The breakers as the Writer sees them (Wake `holdBy`): an open destination's new rows are due at its probe, not claimed and deferred. */
+  const holds: Holds = {
+    through: () => heldThrough,
+    until: (name, now) => {
+      const s = sinks.get(name) ?? pools.get(name)
+      return s !== undefined && s.breaker.state === "open" && now < s.breaker.openUntil ? s.breaker.openUntil : undefined
+    }
+  }
   return {
     sinks,
     pools,
+    record: recordCall,
+    holds,
     reconfigure,
     open,
     close,

@@ -128,6 +128,8 @@ export const make = (input: Input) =>
       wake,
       ...(yield* systemParts(live, endpoints))
     })
+    // The Writer writes an open destination's new rows due at its probe (docs/delivery.md "Failing destinations").
+    wakes.holdBy(calls.holds)
     // A reload swaps the sinks between two ticks' routing (docs/configuration.md "Reloading").
     if (live._tag === "Some" && input.sinksOf !== undefined) {
       const sinksOf = input.sinksOf

@@ -108,6 +108,8 @@ export interface IngestInput {
   readonly envelope: Uint8Array
   readonly sinkCount: number
   readonly at: number
+  /** By destination, when some are held (their breaker is open): the due time of each row; else every row is due at `at`. */
+  readonly ats?: ReadonlyArray<number> | undefined
   readonly archive: boolean
 }
 
@@ -117,7 +119,7 @@ export const ingest = (h: IngestInput): Transition => {
   const ops: Array<Op> = [put("hooks", K.hookKey(h.seq), h.envelope)]
   for (let sink = 0; sink < h.sinkCount; sink++) {
     ops.push(rowPut(h.seq, sink, freshRow(size)))
-    ops.push(...dueOps({ ord: h.ord, at: h.at, seq: h.seq, sink, size, kind: 0 }))
+    ops.push(...dueOps({ ord: h.ord, at: h.ats === undefined ? h.at : h.ats[sink]!, seq: h.seq, sink, size, kind: 0 }))
   }
   // A hook for no destination (only for endpoints, none of which wanted it): kept until reclaim takes it.
   if (h.sinkCount === 0) ops.push(clearedPut(h.seq))

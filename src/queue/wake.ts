@@ -25,6 +25,24 @@ export interface WakeShape {
   readonly await: Effect.Effect<void>
   /** The tenants hinted since the last take, in hint order, each with the lowest `at` hinted (0 when unknown). */
   readonly takeHints: () => ReadonlyArray<Hint>
+  /**
+   * The due time of a new row by its destination at `now`, or undefined when no destination is
+   * held (the rows are due at once): the pipeline's breakers hold an open destination's rows until
+   * its probe (docs/delivery.md "Failing destinations"), and the Writer writes them due then.
+   */
+  readonly held: (now: number) => Held | undefined
+  /** The pipeline's holds (one pipeline a node; a later call replaces an earlier one). */
+  readonly holdBy: (holds: Holds) => void
+}
+
+/** A destination's rows are due at the time it answers; undefined: at once. */
+export type Held = (destination: string) => number | undefined
+
+export interface Holds {
+  /** No destination is held at or after this time (ms). */
+  readonly through: () => number
+  /** The destination's due time for a row written at `now`, or undefined: at once. */
+  readonly until: (destination: string, now: number) => number | undefined
 }
 
 export interface Hint {
@@ -36,6 +54,7 @@ export class Wake extends Context.Service<Wake, WakeShape>()("ankusa/Wake") {}
 
 export const make: Effect.Effect<WakeShape> = Effect.map(Queue.sliding<void>(1), (latch) => {
   let hints = new Map<number, number>()
+  let holds: Holds | undefined
   const signal = Effect.asVoid(Queue.offer(latch, undefined))
   return {
     signal,
@@ -56,6 +75,13 @@ export const make: Effect.Effect<WakeShape> = Effect.map(Queue.sliding<void>(1),
       for (const [ord, at] of hints) out.push({ ord, at })
       hints = new Map()
       return out
+    },
+    held: (now) => {
+      const h = holds
+      return h !== undefined && now < h.through() ? (destination) => h.until(destination, now) : undefined
+    },
+    holdBy: (h) => {
+      holds = h
     }
   }
 })

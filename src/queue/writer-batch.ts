@@ -13,6 +13,7 @@ import type { Op } from "../domain/ops.js"
 import { ingest, type Transition } from "../domain/deliveries.js"
 import type { StoreShape } from "../store/store.js"
 import type { IngestRequest, IngestResult, SubmitError } from "./writer.js"
+import type { Held } from "./wake.js"
 
 export interface Item {
   /** The request; replaced by `ANSWERED` once answered (see `answerItem`). */
@@ -104,6 +105,18 @@ export interface Built {
   /** Owners `admit` refused, with the quota it named. */
   readonly overQuota: Array<readonly [Owner, number]>
   readonly nextSeq: number
+  /** Owners whose every row is held behind an open breaker (not hinted to the tick). */
+  held?: Set<Owner>
+}
+
+/** Each destination's due time when any of them is held, else undefined (all due `now`). */
+const heldAts = (sinks: ReadonlyArray<string>, held: Held, now: number): Array<number> | undefined => {
+  let ats: Array<number> | undefined
+  for (let i = 0; i < sinks.length; i++) {
+    const until = held(sinks[i]!)
+    if (until !== undefined) (ats ??= sinks.map(() => now))[i] = until
+  }
+  return ats
 }
 
 /** Admission's last word on a hook (TEN-2): undefined takes it; a number refuses it at that quota. */
@@ -123,6 +136,8 @@ export const buildHooks = (
     readonly dedupeWindowMs: number
     readonly admit?: Admit | undefined
     readonly fanOut?: FanOut | undefined
+    /** The held destinations' due times (Wake `held`): undefined while none is held. */
+    readonly held?: Held | undefined
   }
 ): Built => {
   let nextSeq = at.nextSeq
@@ -156,7 +171,10 @@ export const buildHooks = (
       out.overQuota.push([w, over])
       continue
     }
-    out.transitions.push(ingest({ seq, ord, envelope, sinkCount: sinks.length, at: at.now, archive: req.archive }))
+    const ats = at.held === undefined ? undefined : heldAts(sinks, at.held, at.now)
+    // Every row held: the tick has nothing of this hook to claim now (its markers find it at the probe).
+    if (ats !== undefined && ats.every((t) => t > at.now)) (out.held ??= new Set()).add(w)
+    out.transitions.push(ingest({ seq, ord, envelope, sinkCount: sinks.length, at: at.now, ats, archive: req.archive }))
     if (req.idempotencyKey !== null) out.extra.push(...Dedupe.record(w.tenant, req.idempotencyKey, { seq, id, expiresAt: at.now + at.dedupeWindowMs }))
     out.answers.push([w, { id, seq, duplicate: false }])
   }

@@ -58,6 +58,7 @@ export const makeCommit = (d: CommitDeps) => {
     /** Whether `ords` holds tenants the cache lacks (a plain batch's are all cached). */
     learn: boolean,
     answers: Built["answers"],
+    held: Built["held"],
     thrownBefore: unknown
   ): Effect.Effect<void> => {
     d.storeTook()
@@ -79,7 +80,7 @@ export const makeCommit = (d: CommitDeps) => {
       // Later copies in the same batch answer as duplicates of the first.
       const again = w.items.length > 1 ? Exit.succeed({ ...r, duplicate: true }) : exit
       thrown ??= d.answerAll(w.items, (i) => (i === 0 ? exit : again))
-      hinted.push(ords.get(w.tenant)!)
+      if (held === undefined || !held.has(w)) hinted.push(ords.get(w.tenant)!)
     }
     // New rows need not wait for the pipeline's next tick, nor for its marker scan to find their tenants.
     const hint = d.wake.hint(hinted, at.now)
@@ -92,7 +93,7 @@ export const makeCommit = (d: CommitDeps) => {
     extra.push(put("default", Keys.Meta.nextSeq, Keys.encodeU64(built.nextSeq)))
     const started = performance.now()
     return Effect.flatMap(store.write(Deliveries.batch(built.transitions, extra), { sync: true }), () =>
-      finish(count, started, { now, nextSeq: built.nextSeq, nextOrd }, ords, learn, built.answers, thrown)
+      finish(count, started, { now, nextSeq: built.nextSeq, nextOrd }, ords, learn, built.answers, built.held, thrown)
     )
   }
 
@@ -125,6 +126,7 @@ export const makeCommit = (d: CommitDeps) => {
     }
     const built = buildHooks(fresh, ords, {
       fanOut: lists === undefined ? undefined : fanFrom(lists),
+      held: d.wake.held(now),
       nextSeq: state.nextSeq,
       node: state.node,
       now,
@@ -188,6 +190,7 @@ export const makeCommit = (d: CommitDeps) => {
       // TEN-2: a tenant at its queued-bytes quota is refused here, before anything of it is written.
       const built = buildHooks(fresh, ords, {
         fanOut: yield* endpointsFanOut(d.endpoints, fresh, ords),
+        held: d.wake.held(now),
         nextSeq: state.nextSeq,
         node: state.node,
         now,
