@@ -45,7 +45,9 @@ export interface WriteSummary {
  * One pass over `batch`: its summary, or the first refusal `check` gives an op (the store's own
  * rules: an unknown family, a merge it cannot apply), so a store checks and summarizes a batch at once.
  */
-export const summarize = (batch: Batch, check?: (op: Op) => string | undefined): WriteSummary | string => {
+export function summarize(batch: Batch): WriteSummary
+export function summarize(batch: Batch, check: (op: Op) => string | undefined): WriteSummary | string
+export function summarize(batch: Batch, check?: (op: Op) => string | undefined): WriteSummary | string {
   const ords: Array<number> = []
   const merges: Array<Merge> = []
   let everyone = false
@@ -134,7 +136,7 @@ export const makeWriteMarks = (): WriteMarksTracker => {
     mark: Effect.sync(() => generation),
     settled,
     movedSince: (ord, mark) => everyone > mark || slots[ord % WRITE_MARK_SLOTS]! > mark,
-    track: (batch, write) => trackSummary(summarize(batch) as WriteSummary, write),
+    track: (batch, write) => trackSummary(summarize(batch), write),
     trackSummary,
     onCommitted: (observer) => {
       observers.add(observer)
