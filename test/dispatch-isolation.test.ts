@@ -278,7 +278,7 @@ describe("dispatch isolation (issue 24)", () => {
       const ingest = makeIngest(w.store)
       const [first] = yield* ingest(Array.from({ length: 4 }, () => ({ tenant: "t", sinks: ["s"], at: Date.now() - 1_000 })))
       const openMs = 60_000
-      const { pipeline, wake } = yield* startPipeline(w, {
+      const { pipeline, wake, shutdown } = yield* startPipeline(w, {
         tickMs: 60_000,
         graceMs: 0,
         breaker: { minCalls: 2, failureRatio: 0.5, windowMs: 60_000, openMs, maxOpenMs: 600_000 },
@@ -309,6 +309,10 @@ describe("dispatch isolation (issue 24)", () => {
       const moved = later.flatMap((v) => v.rows).filter((d) => d.value.kind === 0)
       expect(moved).toHaveLength(20)
       for (const d of moved) expect(d.ref.at).toBeGreaterThanOrEqual(opened + openMs - 5_000)
+      // A stopped pipeline probes nothing: the Writer no longer holds a row for its breakers.
+      expect(wake.held(Date.now())).toBeDefined()
+      yield* shutdown
+      expect(wake.held(Date.now())).toBeUndefined()
     })
   )
 

@@ -129,7 +129,9 @@ export const make = (input: Input) =>
       ...(yield* systemParts(live, endpoints))
     })
     // The Writer writes an open destination's new rows due at its probe (docs/delivery.md "Failing destinations").
+    // Until the pipeline stops: with no breaker to probe, rows the Writer commits after it are due at once.
     wakes.holdBy(calls.holds)
+    yield* Effect.addFinalizer(() => Effect.sync(() => wakes.holdBy(undefined)))
     // A reload swaps the sinks between two ticks' routing (docs/configuration.md "Reloading").
     if (live._tag === "Some" && input.sinksOf !== undefined) {
       const sinksOf = input.sinksOf

@@ -31,8 +31,8 @@ export interface WakeShape {
    * its probe (docs/delivery.md "Failing destinations"), and the Writer writes them due then.
    */
   readonly held: (now: number) => Held | undefined
-  /** The pipeline's holds (one pipeline a node; a later call replaces an earlier one). */
-  readonly holdBy: (holds: Holds) => void
+  /** The pipeline's holds (one pipeline a node; a later call replaces an earlier one, undefined ends them). */
+  readonly holdBy: (holds: Holds | undefined) => void
 }
 
 /** A destination's rows are due at the time it answers; undefined: at once. */
