@@ -25,6 +25,8 @@
  * - Limits hold a member back without spending its deficit: `maxInflight` (rows claimed and not
  *   settled, counted here) and `ratePerSec` (a token bucket holding RATE_BURST_SECONDS of tokens,
  *   kept until it has refilled, whether its tenant is a member or not).
+ * - And the pipeline's: a member holds at most its share of `pipeline.maxInflight` (`shareOf`), so
+ *   one tenant's slow or many destinations cannot take the slots another tenant's rows need.
  */
 
 import { DEFAULT_LIMITS, type TenantLimits } from "../domain/limits.js"
@@ -70,11 +72,28 @@ export interface Got {
 }
 
 /**
+ * The pipeline's inflight slots a tenant's share is taken of (`pipeline.maxInflight`), and the most
+ * of them one tenant holds even alone, in percent (`pipeline.tenantSharePercent`).
+ */
+export interface SharedPool {
+  readonly slots: number
+  readonly maxPercent: number
+}
+const UNSHARED: SharedPool = { slots: Number.POSITIVE_INFINITY, maxPercent: 100 }
+
+/**
+ * A tenant's share of the pool (docs/delivery.md "A tenant's share"): its weight's part of the
+ * slots over the tenants that want rows (`weights`), never more than `maxPercent` of them, at least one.
+ */
+export const shareOf = (pool: SharedPool, weight: number, weights: number): number =>
+  Math.max(1, Math.floor(pool.slots * Math.min(pool.maxPercent / 100, weights > 0 ? weight / weights : 1)))
+
+/**
  * `floorOf`: where each tenant's due read starts (its scan cursor, cursors.ts). Over 80 lines
  * because every part (join, plan, settle, the waiting line, the rate buckets) shares the round's
  * state; each is a named function here.
  */
-export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: number) => number = () => 0) => {
+export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: number) => number = () => 0, pool: SharedPool = UNSHARED) => {
   const members = new Map<number, Member>()
   let ring: Array<number> = []
   let pos = 0
@@ -149,14 +168,19 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
     for (const ord of ring) if (!members.get(ord)!.idle) weights += limitsOf(ord).weight
     if (weights === 0) return out
     const q = Math.max(quantumRows, rows / weights)
+    // Tenants waiting for a place in the round want rows too: each at the default weight.
+    const wanting = weights + waiting.length * DEFAULT_LIMITS.weight
     for (let k = 0; k < ring.length; k++) {
       const m = members.get(ring[(pos + k) % ring.length]!)!
       if (m.idle) continue
       const l = limitsOf(m.ord)
-      let room = l.maxInflight > 0 ? l.maxInflight - (inflight.get(m.ord) ?? 0) : rows
+      const holds = inflight.get(m.ord) ?? 0
+      // Over its share of the pipeline's slots, whatever its destinations would take: held back, not throttled.
+      const share = shareOf(pool, l.weight, wanting) - holds
+      let room = Math.min(share, l.maxInflight > 0 ? l.maxInflight - holds : rows)
       if (l.ratePerSec > 0) room = Math.min(room, Math.floor(tokensOf(m.ord, l.ratePerSec, now)))
       if (room <= 0) {
-        throttled.set(m.ord, (throttled.get(m.ord) ?? 0) + 1)
+        if (share > 0) throttled.set(m.ord, (throttled.get(m.ord) ?? 0) + 1)
         held.push(m.ord)
         continue
       }

@@ -20,6 +20,8 @@ export interface PipelineOptions {
   readonly maxInflight: number
   /** Bytes (delivery row sizes) of the rows claimed and not yet settled: bounds the envelopes in memory (a claim's first row is taken even past it). */
   readonly maxInflightBytes: number
+  /** The most of `maxInflight` one tenant holds, in percent, even with nobody else waiting (docs/delivery.md "A tenant's share"). */
+  readonly tenantSharePercent: number
   /** Tenants in the dispatch round at once (TEN-3, src/delivery/fair.ts). */
   readonly activeTenants: number
   /** Rows per unit of weight a tenant is offered per round at least (the DRR quantum). */
@@ -64,6 +66,7 @@ export const Defaults = {
   claimBytes: 64 * 1024 * 1024,
   maxInflight: 1_024,
   maxInflightBytes: 64 * 1024 * 1024,
+  tenantSharePercent: 50,
   activeTenants: 4_096,
   quantumRows: 64,
   commitBatch: 256,
@@ -77,6 +80,7 @@ export const Ranges: Readonly<Record<keyof typeof Defaults, readonly [number, nu
   claimBytes: [1, 1024 * 1024 * 1024],
   maxInflight: [1, 100_000],
   maxInflightBytes: [1, 4 * 1024 * 1024 * 1024],
+  tenantSharePercent: [1, 100],
   activeTenants: [1, 100_000],
   quantumRows: [1, 10_000],
   commitBatch: [1, 10_000],

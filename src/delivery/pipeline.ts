@@ -110,7 +110,7 @@ export const make = (input: Input) =>
     // Built before the tick fiber and the shutdown below, so the sinks' transports close after
     // the shutdown has cut or finished every call.
     const cursors = makeCursors()
-    const fair = makeFair(o.activeTenants, o.quantumRows, cursors.floorOf)
+    const fair = makeFair(o.activeTenants, o.quantumRows, cursors.floorOf, { slots: o.maxInflight, maxPercent: o.tenantSharePercent })
     // Each tenant's limits: the Limits service where the node has one (serve does), else the defaults.
     const service = yield* Effect.serviceOption(Limits)
     const limitsOf =

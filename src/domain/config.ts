@@ -237,6 +237,8 @@ const Pipeline = Schema.Struct({
   /** Rows claimed and not yet settled, across sinks, and their bytes (a claim's first row is taken even past those). */
   maxInflight: withDefault(int(1, 100_000), () => 1_024),
   maxInflightBytes: withDefault(int(1, 4_096 * MiB), () => 64 * MiB),
+  /** The most of `maxInflight` one tenant holds, in percent, even alone; with others waiting, its weight's share (docs/delivery.md "A tenant's share"). */
+  tenantSharePercent: withDefault(int(1, 100), () => 50),
   /** Tenants in the dispatch round at once (TEN-3). */
   activeTenants: withDefault(int(1, 100_000), () => 4_096),
   /** Rows per unit of weight a tenant is offered per round at least (TEN-3 quantum). */
