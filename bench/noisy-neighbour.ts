@@ -27,9 +27,17 @@
  *    second sink that answers after SLOW_SINK_DELAY_MS (5 s; concurrency
  *    16, so it takes 3.2 deliveries/s); QUIET's go to theirs, routed to the
  *    healthy sink. FLOOD queues FLOOD_HOOKS, then QUIET runs as in 1.
+ * 5. slow endpoints (issue 39): both tenants on one source routed to
+ *    `tenant-endpoints`. FLOOD registers SLOW_ENDPOINTS endpoints of
+ *    concurrency 64 (the most allowed) on a receiver answering 200 after
+ *    SLOW_ENDPOINT_DELAY_MS (under the endpoints' 10 s timeout: every call
+ *    succeeds, no breaker trips) and sends SLOW_ENDPOINT_RATE hooks a second;
+ *    QUIET has one endpoint on the healthy sink. After SLOW_ENDPOINT_LEAD_MS
+ *    (FLOOD's calls fill its endpoints) QUIET runs as in 1.
  *
  * PASS only if every QUIET hook was acknowledged and delivered in phases 1,
- * 3 and 4, QUIET's p99 with the flood (3) and beside the slow sink (4) <=
+ * 3, 4 and 5, QUIET's p99 with the flood (3), beside the slow sink (4) and
+ * beside the slow endpoints (5) <=
  * P99_FACTOR × its p99 alone + P99_TICKS × pipeline.tickMs (read back from
  * `GET /v1/config`), FLOOD's
  * rate with QUIET >= DRAIN_SHARE × its rate alone, and the flood's backlog
@@ -73,6 +81,13 @@ const TICK_DEFAULT_MS = 100
 export const SLOW_SINK_DELAY_MS = 5_000
 const FLOOD_SOURCE = "flood-only"
 const QUIET_SOURCE = "quiet-only"
+/** Phase 5: FLOOD's endpoints, each of the most concurrency allowed, answering after this long; FLOOD's paced rate. */
+const SLOW_ENDPOINTS = 4
+const SLOW_ENDPOINT_CONCURRENCY = 64
+export const SLOW_ENDPOINT_DELAY_MS = 9_500
+const SLOW_ENDPOINT_RATE = 40
+const SLOW_ENDPOINT_LEAD_MS = 3_000
+const ENDPOINTS_SOURCE = "endpoints"
 
 const configFor = (sinkUrl: string) => ({
   sources: [{ id: SOURCE, tenant: { header: "x-tenant-id" }, routes: ["sink"] }],
@@ -100,6 +115,16 @@ const slowConfigFor = (sinkUrl: string, slowUrl: string) => ({
     { name: "sink", url: `${sinkUrl}/sink`, concurrency: SINK_CONCURRENCY },
     { name: "slow", url: `${slowUrl}/slow`, concurrency: SINK_CONCURRENCY, timeoutMs: 4 * SLOW_SINK_DELAY_MS }
   ],
+  adminTokens: [{ name: "bench", token: TOKEN, tenants: "*" }],
+  http: { demoSink: false },
+  log: { level: "info" }
+})
+
+/** Phase 5: one source routed to each tenant's own endpoints, loopback allowed. */
+const endpointsConfig = () => ({
+  sources: [{ id: ENDPOINTS_SOURCE, tenant: { header: "x-tenant-id" }, routes: ["tenant-endpoints"] }],
+  sinks: [],
+  endpoints: { allowNetworks: ["127.0.0.0/8"] },
   adminTokens: [{ name: "bench", token: TOKEN, tenants: "*" }],
   http: { demoSink: false },
   log: { level: "info" }
@@ -312,6 +337,50 @@ const slowSink = async (waitMs: number): Promise<Phase> => {
   }
 }
 
+const createEndpoint = async (server: ServeChild, tenant: string, body: object) => {
+  const r = await fetch(`${server.url}/v1/tenants/${tenant}/endpoints`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(body)
+  })
+  if (r.status !== 201) throw new Error(`endpoint of ${tenant} not created: ${r.status} ${await r.text()}`)
+}
+
+/** Phase 5: FLOOD's slow endpoints take every call they allow while QUIET's endpoint is healthy. */
+const slowEndpoints = async (waitMs: number): Promise<Phase> => {
+  const slow = await startDelaySink({ delayMs: SLOW_ENDPOINT_DELAY_MS, status: 200 })
+  try {
+    return await withNode(
+      "slow-endpoints",
+      async (server, sink) => {
+        for (let i = 0; i < SLOW_ENDPOINTS; i++) await createEndpoint(server, "flood", { url: `${slow.url}/slow${i}`, concurrency: SLOW_ENDPOINT_CONCURRENCY })
+        await createEndpoint(server, "quiet", { url: `${sink.url}/sink` })
+        log(
+          `slow-endpoints: FLOOD sends ${SLOW_ENDPOINT_RATE} hooks/s to ${SLOW_ENDPOINTS} endpoints of concurrency ${SLOW_ENDPOINT_CONCURRENCY} answering in ${SLOW_ENDPOINT_DELAY_MS} ms; ` +
+            `QUIET starts ${SLOW_ENDPOINT_LEAD_MS} ms later with one healthy endpoint`
+        )
+        const floodAcks = pacedHooks({
+          url: `${server.url}/v1/hooks/${ENDPOINTS_SOURCE}`,
+          count: Math.round(((QUIET_SECONDS * 1000 + SLOW_ENDPOINT_LEAD_MS) * SLOW_ENDPOINT_RATE) / 1000),
+          periodMs: 1000 / SLOW_ENDPOINT_RATE,
+          headers: { "content-type": "application/json", "x-tenant-id": "flood" },
+          body: () => FLOOD_BODY
+        })
+        await sleep(SLOW_ENDPOINT_LEAD_MS)
+        const quiet = await runQuiet(server, sink, waitMs, ENDPOINTS_SOURCE)
+        const acks = await floodAcks
+        const s = await slow.stats()
+        const refused = acks.filter((a) => a.id === undefined).length
+        if (refused > 0) log(`slow-endpoints: ${refused} of FLOOD's ${acks.length} hooks not answered 202`)
+        return { name: "slow endpoints", quiet, sinkMax: (await sink.stats()).maxConcurrent, load: machine(), slow: { requests: s.requests, maxConcurrent: s.maxConcurrent } }
+      },
+      endpointsConfig
+    )
+  } finally {
+    await slow.close()
+  }
+}
+
 const ms = (x: number | undefined) => (x === undefined ? "-" : fmt(x, 1))
 
 main("noisy-neighbour", async () => {
@@ -326,7 +395,8 @@ main("noisy-neighbour", async () => {
   const waitMs = Math.min(MAX_WAIT_MS, QUIET_ALONE_WAIT_MS + (rateAlone > 0 ? (FLOOD_WAIT_FACTOR * FLOOD_HOOKS * 1000) / rateAlone : MAX_WAIT_MS))
   const c = await together(waitMs)
   const d = await slowSink(QUIET_ALONE_WAIT_MS)
-  const phases: ReadonlyArray<Phase> = [a.phase, b, c, d]
+  const e = await slowEndpoints(QUIET_ALONE_WAIT_MS)
+  const phases: ReadonlyArray<Phase> = [a.phase, b, c, d, e]
   table(
     [
       "phase",
@@ -359,6 +429,7 @@ main("noisy-neighbour", async () => {
   const qa = a.phase.quiet!
   const qc = c.quiet
   const qd = d.quiet!
+  const qe = e.quiet!
   const limit = P99_FACTOR * qa.p99 + P99_TICKS * tickMs
   const share = c.flood.rate / rateAlone
   console.log(
@@ -368,7 +439,7 @@ main("noisy-neighbour", async () => {
       `pipeline.tickMs ${tickMs}${a.tickMs === undefined ? " (GET /v1/config unreadable: the default assumed)" : " (GET /v1/config)"}.`
   )
   const reasons: Array<string> = []
-  for (const [name, q] of [["alone", qa], ["with the flood", qc], ["beside the slow sink", qd]] as const) {
+  for (const [name, q] of [["alone", qa], ["with the flood", qc], ["beside the slow sink", qd], ["beside the slow endpoints", qe]] as const) {
     if (q.acked < q.sent) reasons.push(`${q.sent - q.acked} of ${q.sent} QUIET hooks ${name} not answered 202`)
     if (q.delivered < q.acked) reasons.push(`${q.acked - q.delivered} of ${q.acked} QUIET hooks ${name} not delivered within ${fmt(q.waitedS, 0)} s of the last 202`)
   }
@@ -377,12 +448,14 @@ main("noisy-neighbour", async () => {
   const drainOk = share >= DRAIN_SHARE
   if (!delayOk) reasons.push(`QUIET p99 ${ms(qc.p99)} ms with the flood > ${P99_FACTOR}×${ms(qa.p99)} + ${P99_TICKS}×${tickMs} = ${ms(limit)} ms`)
   if (!(qd.p99 <= limit)) reasons.push(`QUIET p99 ${ms(qd.p99)} ms beside the slow sink > ${P99_FACTOR}×${ms(qa.p99)} + ${P99_TICKS}×${tickMs} = ${ms(limit)} ms`)
+  if (!(qe.p99 <= limit)) reasons.push(`QUIET p99 ${ms(qe.p99)} ms beside the slow endpoints > ${P99_FACTOR}×${ms(qa.p99)} + ${P99_TICKS}×${tickMs} = ${ms(limit)} ms`)
   if (!drainOk) reasons.push(`FLOOD ${int(c.flood.rate)}/s with QUIET < ${DRAIN_SHARE * 100}% of ${int(rateAlone)}/s alone`)
   finish(
     "noisy-neighbour",
     reasons.length === 0,
     `QUIET p50/p99/max ${ms(qc.p50)}/${ms(qc.p99)}/${ms(qc.max)} ms with the flood (${qc.delivered}/${qc.sent} delivered), ` +
       `${ms(qd.p50)}/${ms(qd.p99)}/${ms(qd.max)} ms beside the slow sink (${qd.delivered}/${qd.sent}; FLOOD's sink answering in ${SLOW_SINK_DELAY_MS} ms, ${d.slow?.maxConcurrent ?? 0} calls at once), ` +
+      `${ms(qe.p50)}/${ms(qe.p99)}/${ms(qe.max)} ms beside the slow endpoints (${qe.delivered}/${qe.sent}; FLOOD's ${SLOW_ENDPOINTS} endpoints answering in ${SLOW_ENDPOINT_DELAY_MS} ms, ${e.slow?.maxConcurrent ?? 0} calls at once), ` +
       `${ms(qa.p50)}/${ms(qa.p99)}/${ms(qa.max)} ms alone (${qa.delivered}/${qa.sent}); p99 limit ${ms(limit)} ms (${P99_FACTOR}× alone + ${P99_TICKS} ticks of ${tickMs} ms); ` +
       `FLOOD ${int(c.flood.rate)}/s with QUIET, ${int(rateAlone)}/s alone (${fmt(share * 100, 1)}%, limit ${DRAIN_SHARE * 100}%); ` +
       `FLOOD backlog when QUIET started ${int(c.flood.backlogStart)}; sink max concurrency ${b.sinkMax} alone, ${c.sinkMax} together (configured ${SINK_CONCURRENCY}); ` +
