@@ -176,11 +176,11 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
       const l = limitsOf(m.ord)
       const holds = inflight.get(m.ord) ?? 0
       // Over its share of the pipeline's slots, whatever its destinations would take: held back, not throttled.
-      const share = shareOf(pool, l.weight, wanting) - holds
-      let room = Math.min(share, l.maxInflight > 0 ? l.maxInflight - holds : rows)
-      if (l.ratePerSec > 0) room = Math.min(room, Math.floor(tokensOf(m.ord, l.ratePerSec, now)))
+      let own = l.maxInflight > 0 ? l.maxInflight - holds : rows
+      if (l.ratePerSec > 0) own = Math.min(own, Math.floor(tokensOf(m.ord, l.ratePerSec, now)))
+      const room = Math.min(own, shareOf(pool, l.weight, wanting) - holds)
       if (room <= 0) {
-        if (share > 0) throttled.set(m.ord, (throttled.get(m.ord) ?? 0) + 1)
+        if (own <= 0) throttled.set(m.ord, (throttled.get(m.ord) ?? 0) + 1)
         held.push(m.ord)
         continue
       }
