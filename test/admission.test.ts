@@ -204,19 +204,20 @@ describe("admission", () => {
       })
     ), { timeout: 60_000 })
 
-  it.live("slow uploads past maxBufferedBytes are refused before their bodies are read", () =>
+  it.live("past maxBufferedBytes of bodies arrived, another upload is refused before its body is read", () =>
     Effect.scoped(
       Effect.gen(function* () {
         const KiB = 1024
         const edge = yield* startEdge(
           adminConfig({
             ingest: { maxBodyBytes: 64 * KiB, maxBufferedBytes: 256 * KiB },
-            http: { headersTimeoutMs: 1_000, requestTimeoutMs: 4_000 }
+            // No body pace here: the request timeout alone ends the stalled uploads (edge-isolation.test.ts has the pace).
+            http: { headersTimeoutMs: 1_000, requestTimeoutMs: 4_000, minBodyBytesPerSec: 0 }
           })
         )
         const url = `${edge.url}/v1/hooks/shop`
-        // Four slow uploads of 64 KiB each send 1 KiB and stall: the budget is reserved whole.
-        const slow = Array.from({ length: 4 }, () => held(url, { "x-tenant": "slow" }, 64 * KiB, KiB))
+        // Five uploads of 64 KiB each send 60 KiB and stall: 300 KiB arrived, past the budget (the last chunks pause).
+        const slow = Array.from({ length: 5 }, () => held(url, { "x-tenant": "slow" }, 64 * KiB, 60 * KiB))
         yield* sleep(1_000)
         // Another client's upload is refused at its headers: 503 busy, no byte of its body read, the connection closed.
         const refused = yield* Effect.promise(() => upload(url, { "x-tenant": "other" }, 32 * KiB, 0, 3_000))

@@ -44,16 +44,15 @@ export const refill = (b: Bucket, perSec: number, now: number): Bucket => {
   return b
 }
 
-/** Take one token (true), or the whole seconds until one is there (at least 1). */
-export const take = (b: Bucket, perSec: number, now: number): true | number => {
+/** Whether one token is there (true), else the whole seconds until one is (at least 1). */
+export const available = (b: Bucket, perSec: number, now: number): true | number => {
   refill(b, perSec, now)
-  if (b.tokens >= 1) {
-    b.tokens -= 1
-    return true
-  }
-  return Math.max(1, Math.ceil((1 - b.tokens) / perSec))
+  return b.tokens >= 1 ? true : Math.max(1, Math.ceil((1 - b.tokens) / perSec))
 }
 
-/** Bytes a request reserves of `ingest.maxBufferedBytes`: its Content-Length, or the body limit without one. */
-export const reservationOf = (contentLength: string | undefined, maxBodyBytes: number): number =>
-  contentLength !== undefined && /^\d+$/.test(contentLength) ? Math.min(Number(contentLength), maxBodyBytes) : maxBodyBytes
+/** Take one token (true), or the whole seconds until one is there (at least 1). */
+export const take = (b: Bucket, perSec: number, now: number): true | number => {
+  const there = available(b, perSec, now)
+  if (there === true) b.tokens -= 1
+  return there
+}

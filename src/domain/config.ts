@@ -170,6 +170,13 @@ const Http = Schema.Struct({
   headersTimeoutMs: withDefault(int(1_000, 600_000), () => 10_000),
   /** How long a client may take to send a whole request (headers and body); then 408 and the connection closes. */
   requestTimeoutMs: withDefault(int(1_000, 3_600_000), () => 60_000),
+  /**
+   * An ingest body must arrive at this many bytes a second at least once it is `bodyGraceMs` old, and
+   * never stall that long; else 408 and the connection closes (docs/api.md "Admission"). 0: no such rule.
+   */
+  minBodyBytesPerSec: withDefault(int(0, 1_073_741_824), () => 8_192),
+  /** That grace; the pace is checked every quarter of it. */
+  bodyGraceMs: withDefault(int(100, 60_000), () => 2_000),
   /** Serve the operator console at `GET /ui/` (and redirect `/` there); docs/console.md. */
   console: withDefault(Schema.Boolean, () => true)
 })

@@ -11,6 +11,7 @@ import type { StoreCheckBusy } from "../queue/format/check-service.js"
 import type { TenantNotFound } from "../queue/tenants.js"
 import type { InvalidEndpoint, UnsafeUrl } from "../domain/endpoints.js"
 import type { EndpointLimit, EndpointNotFound } from "../queue/endpoints.js"
+import type { AdmissionRefusal } from "../domain/admission.js"
 import { type BadRequest, type Forbidden, type NotReady, type PortalOff, refusalOf, type TooLarge, type Unauthorized } from "./errors.js"
 
 /** Every error an admin request can meet before it is answered. */
@@ -28,6 +29,7 @@ export type AdminError =
   | EndpointLimit
   | EndpointNotFound
   | PortalOff
+  | AdmissionRefusal
 
 const body = <const Codes extends ReadonlyArray<string>>(status: number, codes: Codes) =>
   Schema.Struct({ error: Schema.Literals(codes), message: Schema.String }).pipe(HttpApiSchema.status(status))
@@ -89,8 +91,25 @@ export class TooLargeError extends Schema.Error<TooLargeError>("TooLarge")(
   { httpApiStatus: 413, description: "The body exceeds its bound" }
 ) {}
 
+export class TooManyError extends Schema.Error<TooManyError>("TooMany")({
+  error: Schema.Literals(["tenant_rate", "tenant_quota"]),
+  message: Schema.String,
+  retryAfter: Schema.String
+}) {}
+
+/** 429 with `Retry-After` (seconds): admission (docs/api.md "Admission"). */
+export const TooMany429 = TooManyError.pipe(
+  HttpApiSchema.encodeToWithHeaders(
+    { body: body(429, ["tenant_rate", "tenant_quota"]), headers: { "retry-after": Schema.String } },
+    {
+      decode: ({ body, headers }) => new TooManyError({ ...body, retryAfter: headers["retry-after"] }),
+      encode: (e) => ({ body: { error: e.error, message: e.message }, headers: { "retry-after": e.retryAfter } })
+    }
+  )
+).annotate({ description: "The tenant is past its ingest rate or its queued-bytes quota: retry after" })
+
 export class UnavailableError extends Schema.Error<UnavailableError>("Unavailable")({
-  error: Schema.Literal("unavailable"),
+  error: Schema.Literals(["unavailable", "disk_reserve"]),
   message: Schema.String,
   retryAfter: Schema.String
 }) {}
@@ -98,13 +117,13 @@ export class UnavailableError extends Schema.Error<UnavailableError>("Unavailabl
 /** 503 with `Retry-After` (seconds). */
 export const Unavailable503 = UnavailableError.pipe(
   HttpApiSchema.encodeToWithHeaders(
-    { body: body(503, ["unavailable"]), headers: { "retry-after": Schema.String } },
+    { body: body(503, ["unavailable", "disk_reserve"]), headers: { "retry-after": Schema.String } },
     {
       decode: ({ body, headers }) => new UnavailableError({ ...body, retryAfter: headers["retry-after"] }),
       encode: (e) => ({ body: { error: e.error, message: e.message }, headers: { "retry-after": e.retryAfter } })
     }
   )
-).annotate({ description: "The node is starting or stopping, or the store failed: retry" })
+).annotate({ description: "The node is starting or stopping, the store failed, or its disk is under store.minFreeBytes: retry" })
 
 /** The wire error of each edge error (its status as errors.ts maps it). */
 export type WireOf<E> = E extends { readonly _tag: "BadRequest" } ? BadRequestError
@@ -115,7 +134,8 @@ export type WireOf<E> = E extends { readonly _tag: "BadRequest" } ? BadRequestEr
   : E extends { readonly _tag: "InvalidEndpoint" | "UnsafeUrl" | "EndpointLimit" } ? UnprocessableError
   : E extends { readonly _tag: "PortalOff" } ? PortalOffError
   : E extends { readonly _tag: "TooLarge" } ? TooLargeError
-  : E extends { readonly _tag: "NotReady" | "StoreError" | "StoreCheckBusy" } ? UnavailableError
+  : E extends { readonly _tag: "TenantRate" | "TenantQuota" } ? TooManyError
+  : E extends { readonly _tag: "NotReady" | "StoreError" | "StoreCheckBusy" | "DiskReserve" | "Busy" } ? UnavailableError
   : never
 
 export const toApi = <E extends AdminError>(e: E): WireOf<E> => {
@@ -139,8 +159,10 @@ export const toApi = <E extends AdminError>(e: E): WireOf<E> => {
         return new UnprocessableError({ error: r.body.error as UnprocessableError["error"], message })
       case 413:
         return new TooLargeError({ error: "too_large", message })
+      case 429:
+        return new TooManyError({ error: r.body.error as TooManyError["error"], message, retryAfter: r.headers["retry-after"] ?? "" })
       case 503:
-        return new UnavailableError({ error: "unavailable", message, retryAfter: r.headers["retry-after"] ?? "" })
+        return new UnavailableError({ error: r.body.error === "disk_reserve" ? "disk_reserve" : "unavailable", message, retryAfter: r.headers["retry-after"] ?? "" })
     }
     throw new Error(`no wire error for ${e._tag} (status ${r.status})`)
   })()

@@ -12,12 +12,14 @@ import { BadRequest, TooLarge } from "./errors.js"
 
 /**
  * The body of `msg`, passed to `done` exactly once (the bytes, or the refusal).
- * Returns a function that detaches the listeners (an abandoned read).
+ * Returns a function that detaches the listeners (an abandoned read). `onChunk`,
+ * when given, is told each chunk's size as it arrives (admission, body-pace.ts).
  */
 export const readIncoming = (
   msg: IncomingMessage,
   limit: number,
-  done: (body: Uint8Array | TooLarge | BadRequest) => void
+  done: (body: Uint8Array | TooLarge | BadRequest) => void,
+  onChunk?: (bytes: number) => void
 ): (() => void) => {
   const declared = msg.headers["content-length"]
   if (declared !== undefined && /^\d+$/.test(declared) && Number(declared) > limit) {
@@ -41,6 +43,7 @@ export const readIncoming = (
   }
   function onData(chunk: Buffer) {
     size += chunk.length
+    onChunk?.(chunk.length)
     if (size > limit) {
       chunks.length = 0
       settle(new TooLarge({ limit }))

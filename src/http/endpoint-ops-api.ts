@@ -9,7 +9,7 @@ import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
 import { ATTEMPT_LOG_PER_DESTINATION } from "../delivery/attempt-log.js"
-import { ForbiddenError, Unavailable503, UnknownEndpointError, UnknownTenantError } from "./api-errors.js"
+import { ForbiddenError, TooMany429, Unavailable503, UnknownEndpointError, UnknownTenantError } from "./api-errors.js"
 import { AdminAuth, RequestErrors, Services } from "./api-security.js"
 import { Count, Limit } from "./schema-fields.js"
 
@@ -37,8 +37,8 @@ export class EndpointOpsApi extends HttpApiGroup.make("endpointOps")
     HttpApiEndpoint.post("test", "/v1/tenants/:tenant/endpoints/:id/test", {
       params: endpointPath,
       success: Schema.Struct({ id: Schema.String, seq: Count }).pipe(HttpApiSchema.status(202)),
-      error: [ForbiddenError, UnknownTenantError, UnknownEndpointError, Unavailable503]
-    }).annotate(OpenApi.Summary, "Send the endpoint a signed test event through the normal path; answers its hook id"),
+      error: [ForbiddenError, UnknownTenantError, UnknownEndpointError, TooMany429, Unavailable503]
+    }).annotate(OpenApi.Summary, "Send the endpoint a signed test event through the normal path, admitted as any hook of the tenant; answers its hook id"),
     HttpApiEndpoint.post("rotate", "/v1/tenants/:tenant/endpoints/:id/secret/rotate", {
       params: endpointPath,
       success: Schema.Struct({ id: Schema.String, secret: Schema.String, previousUntil: Schema.NullOr(Schema.String) }),

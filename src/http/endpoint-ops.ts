@@ -1,6 +1,6 @@
 /**
- * The handlers of `EndpointOpsApi` (endpoint-ops-api.ts): a test event, submitted to the Writer
- * like any hook of the tenant but routed to the one endpoint (it is signed, retried and fairly
+ * The handlers of `EndpointOpsApi` (endpoint-ops-api.ts): a test event, admitted and submitted to
+ * the Writer like any hook of the tenant but routed to the one endpoint (it is signed, retried and fairly
  * dispatched as any delivery), and the endpoint's recent attempts from the pipeline's log.
  */
 import { Effect } from "effect"
@@ -13,11 +13,13 @@ import { endpointDestination } from "../domain/fanout.js"
 import { Endpoints } from "../queue/endpoints.js"
 import { Tenants } from "../queue/tenants.js"
 import { Writer } from "../queue/writer.js"
+import { admitMade } from "./admission.js"
 import { Admin, Api } from "./api.js"
 import { type AdminError, toApi } from "./api-errors.js"
 import { requireTenant } from "./auth.js"
 import { TEST_EVENT_TYPE } from "./endpoint-ops-api.js"
 import { NotReady } from "./errors.js"
+import type { ApiServices } from "./gate.js"
 
 const answer = <A, E extends AdminError, R>(effect: Effect.Effect<A, E, R>) => Effect.mapError(effect, toApi)
 
@@ -41,6 +43,9 @@ export const layer = HttpApiBuilder.group(Api, "endpointOps", (handlers) =>
       answer(
         Effect.gen(function* () {
           const { endpoint } = yield* endpointOf(params.tenant, params.id)
+          // Admitted as any hook of the tenant: the disk reserve, its queued bytes and its rate.
+          const refused = admitMade(yield* Effect.context<ApiServices>(), params.tenant)
+          if (refused !== undefined) return yield* Effect.fail(refused)
           const at = new Date().toISOString()
           const body = Buffer.from(JSON.stringify({ type: TEST_EVENT_TYPE, endpoint: endpoint.id, tenant: params.tenant, at }), "utf8")
           const r = yield* Effect.flatMap(Writer, (w) =>

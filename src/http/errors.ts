@@ -34,6 +34,9 @@ export class Forbidden extends Data.TaggedError("Forbidden")<{ readonly message:
 /** `POST /v1/tenants/:tenant/portal-token` on a node without `portal.secret`. */
 export class PortalOff extends Data.TaggedError("PortalOff")<{}> {}
 
+/** An ingest body arrived slower than `http.minBodyBytesPerSec` past `http.bodyGraceMs`: 408, the connection closed. */
+export class BodyTooSlow extends Data.TaggedError("BodyTooSlow")<{ readonly min: number; readonly graceMs: number }> {}
+
 /** No route for the method and path. */
 export class NotFound extends Data.TaggedError("NotFound")<{}> {}
 
@@ -43,6 +46,7 @@ export class NotReady extends Data.TaggedError("NotReady")<{ readonly phase: str
 export type EdgeError =
   | UnknownSource
   | TooLarge
+  | BodyTooSlow
   | BadRequest
   | VerificationFailed
   | Unauthorized
@@ -71,6 +75,7 @@ export type Outcome =
   | "quarantined"
   | "rejected"
   | "too_large"
+  | "too_slow"
   | "tenant_limit"
   | "tenant_erased"
   | "unavailable"
@@ -87,6 +92,7 @@ export const OUTCOMES: ReadonlyArray<Outcome> = [
   "quarantined",
   "rejected",
   "too_large",
+  "too_slow",
   "tenant_limit",
   "tenant_erased",
   "unavailable",
@@ -142,6 +148,8 @@ export const refusalOf = (e: EdgeError): Refusal => {
       return refusal(404, "unknown_source", "unknown_source", `no source ${JSON.stringify(e.source)}`)
     case "TooLarge":
       return refusal(413, "too_large", "too_large", `the body exceeds ${e.limit} bytes`)
+    case "BodyTooSlow":
+      return refusal(408, "body_too_slow", "too_slow", `the body arrived slower than ${e.min} bytes a second past its first ${e.graceMs} ms`, { connection: "close" })
     case "BadRequest":
     case "InvalidIngest":
       return e._tag === "BadRequest"

@@ -4,7 +4,8 @@
  * Standard Webhooks verification (failures quarantined and answered 401),
  * the idempotency key, and the Writer's synced commit before `202 {id, seq}`.
  * Admission (admission.ts: disk reserve, bytes being read, the tenant's
- * quota and rate) is asked once the tenant is known, before the body is read.
+ * quota and rate) is asked once the tenant is known, before the body is read;
+ * the body then arrives at `http.minBodyBytesPerSec` or is cut (body-pace.ts).
  * Every answer is counted by outcome with its latency.
  *
  * This route is the hot path, so it is a plain Node request listener rather
@@ -12,7 +13,7 @@
  * from the Writer after the commit (docs/architecture.md "The ingest path").
  * Only the rare quarantine write runs as an Effect.
  */
-import { Cause, Context, Effect, Exit } from "effect"
+import { Cause, Context, Effect, Exit, type Scope } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { currentOf, type Generation } from "../config/live.js"
 import type { Config, EventTypeRule, Source } from "../domain/config.js"
@@ -23,7 +24,8 @@ import { Quarantine } from "../lifecycle/quarantine.js"
 import { type IngestResult, type SubmitError, Writer, WriterClosed } from "../queue/writer.js"
 import * as Admission from "./admission.js"
 import { readIncoming } from "./body.js"
-import { BadRequest, type EdgeError, NotReady, type Outcome, refusalOf, UnknownSource, VerificationFailed } from "./errors.js"
+import { BadRequest, BodyTooSlow, type EdgeError, NotReady, type Outcome, refusalOf, UnknownSource, VerificationFailed } from "./errors.js"
+import { makeBodyPace } from "./body-pace.js"
 import { type ApiServices, Gate, perServices } from "./gate.js"
 import * as Metrics from "./metrics.js"
 
@@ -147,7 +149,7 @@ const viewOf = (g: Generation) => ({
 export type Listener = (req: IncomingMessage, res: ServerResponse, source: string) => void
 
 /** The ingest listener: it runs outside any fiber and answers through `res` itself. */
-export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =>
+export const listener = (config: Config): Effect.Effect<Listener, never, Gate | Scope.Scope> =>
   Effect.gen(function* () {
     const gate = yield* Gate
     const context = yield* Effect.context<never>()
@@ -159,6 +161,10 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
     let view = viewOf(current())
     // `ingest.maxBufferedBytes` sizes the listener: it needs a restart.
     const admission = Admission.make({ maxBufferedBytes: config.ingest.maxBufferedBytes })
+    // So do the body pace's bounds (`http.minBodyBytesPerSec`, `http.bodyGraceMs`).
+    const { minBodyBytesPerSec, bodyGraceMs } = config.http
+    const pace = makeBodyPace({ minBytesPerSec: minBodyBytesPerSec, graceMs: bodyGraceMs })
+    yield* Effect.addFinalizer(() => Effect.sync(pace.close))
     const archive = config.archive.enabled
     // The Writer of the services context in force, looked up once per context.
     const writerIn = perServices((services) => Context.get(services, Writer))
@@ -244,6 +250,9 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
       if (idempotencyKey instanceof BadRequest) return refuse(res, started, idempotencyKey)
       const eventType = source.eventType === undefined ? undefined : eventTypeOf(source.eventType, headers, body)
       if (eventType instanceof BadRequest) return refuse(res, started, eventType)
+      // Verified: the hook spends its tenant's rate now (a stranger's unsigned requests spend none).
+      const limited = admission.spend(services, tenant)
+      if (limited !== undefined) return refuse(res, started, limited)
       writerIn(services).enqueue(
         {
           tenantId: tenant,
@@ -274,15 +283,38 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
         if (typeof tenant !== "string") return refuse(res, started, tenant)
         // TEN-5: before the body and its verification, so nothing of an erased tenant is read or quarantined (no store read).
         if (writerIn(services).erased(tenant)) return refuse(res, started, new TenantErased({ tenant }))
-        const reserved = admission.admit(services, tenant, req.headers["content-length"], maxBodyBytes)
-        if (typeof reserved !== "number") return refuse(res, started, reserved)
-        // Released once: when the body is read (or refused), or when the request ends without that.
-        let held = true
-        const release = () => {
-          if (held) (held = false), admission.release(reserved)
-        }
-        req.once("close", release)
-        readIncoming(req, maxBodyBytes, (body) => {
+        read(req, res, started, source, services, tenant, maxBodyBytes)
+      } catch (e) {
+        fault(res, started, e)
+      }
+    }
+
+    /** Admitted, the body is read under the pace, each chunk charged to the bytes being read until it is handed on. */
+    function read(req: IncomingMessage, res: ServerResponse, started: number, source: LiveSource, services: Context.Context<ApiServices>, tenant: string, maxBodyBytes: number) {
+      const refused = admission.admit(services, tenant)
+      if (refused !== undefined) return refuse(res, started, refused)
+      let charged = 0
+      let open = true
+      // Paused at the bound it is not slow: its pace starts again when it resumes.
+      const flow: Admission.Flow = {
+        pause: () => (req.pause(), paced !== undefined && (paced.paused = true)),
+        resume: () => (paced !== undefined && pace.restart(paced, performance.now()), req.resume())
+      }
+      // Released once: when the body is read (or refused, or too slow), or when the request ends without that.
+      const release = () => {
+        if (open) (open = false), admission.release(flow, charged), pace.done(paced)
+      }
+      req.once("close", release)
+      const paced = pace.track(performance.now(), () => {
+        detach()
+        release()
+        refuse(res, started, new BodyTooSlow({ min: minBodyBytesPerSec, graceMs: bodyGraceMs }))
+        res.once("finish", () => req.socket.destroy())
+      })
+      const detach = readIncoming(
+        req,
+        maxBodyBytes,
+        (body) => {
           release()
           try {
             if (body instanceof Uint8Array) accept(req, res, started, source, services, tenant, body)
@@ -290,10 +322,13 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate> =
           } catch (e) {
             fault(res, started, e)
           }
-        })
-      } catch (e) {
-        fault(res, started, e)
-      }
+        },
+        (bytes) => {
+          charged += bytes
+          if (paced !== undefined) (paced.bytes += bytes), (paced.lastAt = performance.now())
+          admission.charge(flow, bytes)
+        }
+      )
     }
 
     /** A bug: logged; answered 500 unless an answer has begun. Nothing was acknowledged. */

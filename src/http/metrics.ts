@@ -4,7 +4,7 @@ import { type Outcome, OUTCOMES } from "./errors.js"
 
 const REQUESTS = "ankusa_ingest_requests_total"
 const REQUESTS_HELP =
-  "Ingest requests by outcome (accepted, duplicate, quarantined, rejected, too_large, tenant_limit, unavailable, unknown_source, bad_request, tenant_rate, tenant_quota, disk_reserve, busy)"
+  "Ingest requests by outcome (accepted, duplicate, quarantined, rejected, too_large, too_slow, tenant_limit, unavailable, unknown_source, bad_request, tenant_rate, tenant_quota, disk_reserve, busy)"
 
 export const requests = Metric.counter(REQUESTS, { description: REQUESTS_HELP, incremental: true })
 

@@ -11,18 +11,23 @@
  * path without a store read: the overrides that set an ingest field are kept
  * in memory by tenant id, all of them, read once when the service starts (one
  * scan of `?l` and a multi-get of the names) and updated by every set; the
- * defaults under them follow a reload like the rest.
+ * defaults under them follow a reload like the rest. So do the tenants' ingest
+ * rate buckets (`ingestRate`): every path that takes a hook of a tenant (ingest,
+ * a test event) spends from the one bucket.
  */
 import { Context, Effect, Layer, Stream } from "effect"
 import { LiveConfig } from "../config/live.js"
 import { Families, familyDataRange } from "../domain/families.js"
 import { decodeTenantLimitsKey, tenantKey, tenantLimitsKey } from "../domain/keys.js"
+import * as A from "../domain/admission.js"
 import * as L from "../domain/limits.js"
 import { del, type Put, put } from "../domain/ops.js"
 import { Store, type StoreError, type StoreShape } from "../store/store.js"
 
 /** Tenants whose effective limits the cache holds; it is cleared whole when full. */
 export const LIMITS_CACHE_ENTRIES = 100_000
+/** Ingest rate buckets kept before the full ones are swept (at most once a second); a bucket not yet refilled is never dropped. */
+export const INGEST_BUCKETS_SWEEP = 65_536
 
 export interface TenantLimitsView {
   readonly effective: L.TenantLimits
@@ -42,6 +47,12 @@ export interface LimitsShape {
   readonly set: (ord: number, override: L.LimitsOverride, auditRow: Put, tenant: string) => Effect.Effect<void, StoreError>
   /** A tenant's effective ingest limits, from memory (no store read): the ingest path asks per request. */
   readonly ingestOf: (tenant: string) => L.IngestLimits
+  /**
+   * The tenant's ingest rate at `now` (`ingestPerSec`): undefined when a token is there, taken when
+   * `take`; else its refusal. Asked before a body is read (`take` false) and spent once the hook is
+   * verified, so a request whose signature fails spends nothing.
+   */
+  readonly ingestRate: (tenant: string, now: number, take: boolean) => A.TenantRate | undefined
 }
 
 export class Limits extends Context.Service<Limits, LimitsShape>()("ankusa/Limits") {}
@@ -123,7 +134,9 @@ export const make = (initial: L.TenantLimits) =>
         : { ingestPerSec: o.ingestPerSec ?? defaults.ingestPerSec, maxQueuedBytes: o.maxQueuedBytes ?? defaults.maxQueuedBytes }
     }
 
-    return { of, get, set, ingestOf } satisfies LimitsShape
+    const ingestRate = makeIngestRate(ingestOf)
+
+    return { of, get, set, ingestOf, ingestRate } satisfies LimitsShape
   })
 
 /** Every override that sets an ingest field, by tenant id: one scan of `?l`, then the names of those ordinals. */
@@ -145,5 +158,30 @@ const loadIngest = (store: StoreShape) =>
     })
     return out
   })
+
+/** The tenants' ingest token buckets (TEN-2), bounded by the sweep of the refilled ones. */
+const makeIngestRate = (ingestOf: (tenant: string) => L.IngestLimits): LimitsShape["ingestRate"] => {
+  const buckets = new Map<string, A.Bucket>()
+  let swept = 0
+  const sweep = (now: number) => {
+    swept = now
+    for (const [tenant, b] of buckets) if (A.refill(b, b.perSec, now).tokens >= A.capacityOf(b.perSec)) buckets.delete(tenant)
+  }
+  return (tenant, now, take) => {
+    const perSec = ingestOf(tenant).ingestPerSec
+    if (perSec === 0) return undefined
+    let b = buckets.get(tenant)
+    if (b === undefined) {
+      // Once a second at most: a sweep that finds little to drop is not repeated on every new tenant.
+      if (buckets.size >= INGEST_BUCKETS_SWEEP && now - swept >= 1_000) sweep(now)
+      b = { tokens: A.capacityOf(perSec), at: now, perSec }
+      buckets.set(tenant, b)
+    }
+    // A limit changed by an override applies from the next request on.
+    b.perSec = perSec
+    const there = take ? A.take(b, perSec, now) : A.available(b, perSec, now)
+    return there === true ? undefined : new A.TenantRate({ perSec, retryAfterS: there })
+  }
+}
 
 export const layer = (defaults: L.TenantLimits): Layer.Layer<Limits, StoreError, Store> => Layer.effect(Limits, make(defaults))
