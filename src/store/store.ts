@@ -1,9 +1,9 @@
 /**
  * The `Store` service: atomic batches over column families, point reads,
- * bounded scans and counters. Two layers implement it and pass one
+ * bounded scans and counters. Three layers implement it and pass one
  * conformance suite (test/store-conformance.ts): RocksDB
- * (`src/store/rocksdb.ts`) and an ordered in-memory map
- * (`src/store/memory.ts`).
+ * (`src/store/rocksdb.ts`), PostgreSQL (`src/store/postgres.ts`) and an
+ * ordered in-memory map (`src/store/memory.ts`).
  */
 import { Context, Data, type Effect, type Stream } from "effect"
 import type { Batch, ColumnFamily } from "../domain/ops.js"
@@ -79,13 +79,17 @@ export class StoreCorrupt extends Data.TaggedError("StoreCorrupt")<{
   readonly message: string
 }> {}
 
-/** The store was written by a newer build: format `found` > `supported`. Nothing was opened. */
+/**
+ * The store was written by a newer build: format `found` > `supported`. Nothing was opened.
+ * `of` names a version other than the store format (the PostgreSQL layer's schema).
+ */
 export class StoreFormatNewer extends Data.TaggedError("StoreFormatNewer")<{
   readonly found: number
   readonly supported: number
+  readonly of?: string
 }> {
   override get message() {
-    return `store format ${this.found} is newer than this build supports (${this.supported})`
+    return `${this.of ?? "store format"} ${this.found} is newer than this build supports (${this.supported})`
   }
 }
 

@@ -1,0 +1,60 @@
+/**
+ * The PostgreSQL layer's tables (docs/storage.md, "The PostgreSQL layer"), read like the family
+ * table in src/domain/families.ts: one table per column family, TEN-1's keys unchanged as a
+ * `bytea` primary key, and one meta table whose schema version fences the tables against a
+ * release that does not know their layout. `bytea` has no collation: it compares byte by byte,
+ * a prefix before its extensions, which is RocksDB's bytewise order.
+ */
+import { type ColumnFamily, ColumnFamilies } from "../domain/ops.js"
+
+/** The layout of the tables this build creates and reads; a database stamped higher is refused. */
+export const POSTGRES_SCHEMA_VERSION = 1
+
+/** The PostgreSQL schema (namespace) that holds the tables unless the options name another. */
+export const DEFAULT_POSTGRES_SCHEMA = "ankusa"
+
+export interface Table {
+  readonly cf: ColumnFamily
+  /** The value column: the value's bytes, or (counters) the signed 64-bit total. */
+  readonly value: "bytea" | "bigint"
+  /** Storage parameters: counters leave room on each page, so a merge updates in place (HOT). */
+  readonly with?: string
+}
+
+const bytes = (cf: ColumnFamily): Table => ({ cf, value: "bytea" })
+
+/** Every column family a table, by the families' own list (domain/ops.ts): the counters' values are bigint. */
+export const Tables: Readonly<Record<ColumnFamily, Table>> = Object.fromEntries(
+  ColumnFamilies.map((cf) => [cf, cf === "counters" ? { cf, value: "bigint", with: "fillfactor = 50" } : bytes(cf)])
+) as Record<ColumnFamily, Table>
+
+/** The meta table's row holding the schema version. */
+export const SCHEMA_VERSION_ROW = "schema_version"
+
+/** An advisory lock key held while a store's tables are created or checked (two nodes opening one database). */
+export const SCHEMA_LOCK_KEY = 0x616e6b75 // "anku"
+
+export const quoteIdent = (name: string): string => `"${name.replaceAll('"', '""')}"`
+
+/** The table of `cf` in `schema`, quoted (`default` and `index` are SQL keywords). */
+export const tableOf = (schema: string, cf: ColumnFamily): string => `${quoteIdent(schema)}.${quoteIdent(cf)}`
+
+export const metaTableOf = (schema: string): string => `${quoteIdent(schema)}."meta"`
+
+/** Run first at every open, under the lock: the schema and the meta table, if missing. */
+export const metaDdl = (schema: string): ReadonlyArray<string> => [
+  `CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`,
+  `CREATE TABLE IF NOT EXISTS ${metaTableOf(schema)} (name text PRIMARY KEY, value bigint NOT NULL)`
+]
+
+/** The tables of a new store, then its version stamp: run once, in the open's transaction. */
+export const tablesDdl = (schema: string): ReadonlyArray<string> => [
+  ...ColumnFamilies.map((cf) => {
+    const t = Tables[cf]
+    return `CREATE TABLE ${tableOf(schema, cf)} (k bytea PRIMARY KEY, v ${t.value} NOT NULL)${t.with === undefined ? "" : ` WITH (${t.with})`}`
+  }),
+  `INSERT INTO ${metaTableOf(schema)} (name, value) VALUES ('${SCHEMA_VERSION_ROW}', ${POSTGRES_SCHEMA_VERSION})`
+]
+
+export const readSchemaVersion = (schema: string): string =>
+  `SELECT value FROM ${metaTableOf(schema)} WHERE name = '${SCHEMA_VERSION_ROW}'`
