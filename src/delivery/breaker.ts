@@ -1,12 +1,15 @@
 /**
- * A destination's circuit breaker (docs/delivery.md "Failing destinations"): closed, it counts
- * calls and failures over a sliding window of `windowMs` (this window and the one before, the
- * older weighted by what of it is left); at `minCalls` calls or more with `failureRatio` of them
- * failed it opens. Open, no call starts and no row is admitted until `openUntil`; then one probe
- * is admitted (half-open): its 2xx closes the breaker, its failure opens it again for twice as
- * long (at most `maxOpenMs`). It also keeps the failed calls since the last 2xx and that 2xx's
- * time (the console and the gauge show them). Memory only: a restart starts every breaker closed.
- * Pure state.
+ * A destination's circuit breaker (docs/delivery.md "Failing destinations"). It counts health,
+ * not verdicts: a failure is a 5xx, a 408, a timeout or a transport error (`failedOf`); another
+ * answer is a call that did not fail (the receiver is up and gave its verdict on one hook); a 429
+ * is the pace's (sink-pace.ts) and no call at all. Closed, it counts calls and failures over a
+ * sliding window of `windowMs` (this window and the one before, the older weighted by what of it
+ * is left); at `minCalls` calls or more with `failureRatio` of them failed it opens. Open, no call
+ * starts and no row is admitted until `openUntil`; then one probe is admitted (half-open): an
+ * answer that is no failure closes the breaker, a failure opens it again for twice as long (at
+ * most `maxOpenMs`), a 429 or a probe never called gives the probe back (`released`). It also
+ * keeps the calls not answered 2xx since the last 2xx and that 2xx's time (the console and the
+ * gauge show them). Memory only: a restart starts every breaker closed. Pure state.
  */
 
 export interface BreakerSettings {
@@ -24,13 +27,13 @@ export interface Breaker {
   openUntil: number
   /** The next opening's length (doubles on each failed probe). */
   openMs: number
-  /** A probe admitted and not finished. */
+  /** A probe admitted and not finished: held by its claim's reservation, then by its job (released if never called). */
   probing: boolean
   trips: number
   since: number
   cur: { calls: number; fails: number }
   prev: { calls: number; fails: number }
-  /** Failed calls since the last 2xx (the rank of `ankusa_breaker_state`'s endpoints), and that 2xx's time. */
+  /** Calls not answered 2xx since the last 2xx (the rank of `ankusa_breaker_state`'s endpoints), and that 2xx's time. */
   failures: number
   lastOk: number | undefined
 }
@@ -67,24 +70,39 @@ export const allows = (b: Breaker, now: number): boolean => {
   return b.state === "half" && !b.probing
 }
 
-/** A row was admitted: in half-open, it is the probe. */
-export const admitted = (b: Breaker): void => {
-  if (b.state === "half") b.probing = true
+/** A row was admitted: true when it is the probe (half-open), which its reservation or job then holds. */
+export const admitted = (b: Breaker): boolean => {
+  if (b.state !== "half" || b.probing) return false
+  b.probing = true
+  return true
+}
+
+/** The probe was never called (its claim failed, its destination went away): the next row admitted is the probe. */
+export const released = (b: Breaker): void => {
+  if (b.state === "half") b.probing = false
 }
 
 /** Whether the breaker would admit its probe now (parked tenants come back for it). */
 export const probeDue = (b: Breaker, now: number): boolean => b.state !== "closed" && !b.probing && now >= b.openUntil
 
-/** A call ended; true when this call opened the breaker (a trip). */
-export const record = (b: Breaker, s: BreakerSettings, ok: boolean, now: number): boolean => {
-  if (ok) {
+/** Whether an answer's status counts against its destination's health: a 5xx, a 408, or 0 (a timeout or a transport error). */
+export const failedOf = (status: number): boolean => status === 0 || status === 408 || status >= 500
+
+/**
+ * A call answered `status` ended (`probe`: the call was the probe its breaker admitted); true when
+ * this call opened the breaker (a trip). Calls that started before a trip change no state while
+ * it is open: only the probe decides.
+ */
+export const record = (b: Breaker, s: BreakerSettings, status: number, probe: boolean, now: number): boolean => {
+  if (status >= 200 && status < 300) {
     b.failures = 0
     b.lastOk = now
   } else b.failures++
-  if (b.state === "half" || b.state === "open") {
-    if (!b.probing) return false
+  if (b.state !== "closed") {
+    if (!probe || b.state !== "half") return false
     b.probing = false
-    if (ok) {
+    if (status === 429) return false
+    if (!failedOf(status)) {
       b.state = "closed"
       b.openMs = s.openMs
       b.cur = { calls: 0, fails: 0 }
@@ -98,9 +116,11 @@ export const record = (b: Breaker, s: BreakerSettings, ok: boolean, now: number)
     b.trips++
     return true
   }
+  if (status === 429) return false
   roll(b, s, now)
   b.cur.calls++
-  if (!ok) b.cur.fails++
+  if (failedOf(status)) b.cur.fails++
+  else return false
   const w = 1 - (now - b.since) / s.windowMs
   const calls = b.cur.calls + b.prev.calls * w
   const fails = b.cur.fails + b.prev.fails * w

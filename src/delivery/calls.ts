@@ -14,14 +14,13 @@ import * as Retry from "../domain/retry-schedule.js"
 import * as M from "../observability/delivery-metrics.js"
 import type { EndpointsShape } from "../queue/endpoints.js"
 import { AttemptLog } from "./attempt-log.js"
+import { makeCallHealth } from "./call-health.js"
 import { makeCallOutcomes } from "./call-outcomes.js"
-import { type DestinationDeps, type Job, makeDestinations, type Sink } from "./destinations.js"
+import { type DestinationDeps, type Job, makeDestinations, type Sink, type WithBreaker } from "./destinations.js"
 import type { Outcomes } from "./outcomes.js"
 import type { DispatchSinkOptions, PipelineOptions, PipelineState } from "./options.js"
 import { hold, makeAdmission, park, started } from "./sink-places.js"
 import type { BreakerSettings } from "./breaker.js"
-import { tenantOf } from "../domain/envelope.js"
-import { endpointIdOf } from "../domain/fanout.js"
 import type { Operations } from "./operations.js"
 import type { DueEntry, QueueShape } from "../queue/queue.js"
 import type { Holds } from "../queue/wake.js"
@@ -75,8 +74,8 @@ export interface SinkCalls {
    * parked tenants come back to the round, and its pool closes.
    */
   readonly reconfigure: (sinks: ReadonlyArray<DispatchSinkOptions>) => void
-  /** The shared sinks and the endpoint pools open now. */
-  readonly destinations: () => ReadonlyArray<Sink>
+  /** The breakers of the shared sinks, the endpoint pools open now and the endpoints remembered without one. */
+  readonly destinations: () => ReadonlyArray<WithBreaker>
   /** Tenant endpoint pools open now (at most `endpoints.maxPools`). */
   readonly endpointPools: () => number
   /** The tenants with rows refused and left due below their cursors (parked, or waiting for an endpoint pool), each with the lowest `at` refused. */
@@ -109,17 +108,19 @@ export const makeSinkCalls = (
   Effect.gen(function* () {
     const context = yield* Effect.context<never>()
     const runFork = Effect.runForkWith(context)
+    const clock = yield* Clock.Clock
+    const now = () => clock.currentTimeMillisUnsafe()
     const registry = makeDestinations(o, context, {
       endpoints: deps.endpoints,
       settings: deps.settings,
       breaker: deps.breaker,
       // A tenant's endpoints read: the next tick reads its refused rows again.
-      fork: (effect) => void runFork(Effect.andThen(effect, deps.wake))
+      fork: (effect) => void runFork(Effect.andThen(effect, deps.wake)),
+      now,
+      orphan: (places) => admission.orphan(places)
     })
     yield* Effect.addFinalizer(() => Effect.sync(registry.closeAll))
     const sinks = registry.sinks
-    const clock = yield* Clock.Clock
-    const now = () => clock.currentTimeMillisUnsafe()
     // Their places, which the claim asks row by row; the tick and the committer read the room.
     const admission = makeAdmission(
       {
@@ -163,6 +164,7 @@ export const makeSinkCalls = (
       const r = registry.resolve(name, ord)
       if (r === undefined || r._tag === "gone") return true
       if (r._tag === "open") return admission.admit(r.sink, ord, at)
+      if (r._tag === "held") return r.until
       const w = waitingTenants.get(ord)
       if (w === undefined || at < w) waitingTenants.set(ord, at)
       return false
@@ -208,7 +210,7 @@ export const makeSinkCalls = (
       const name = env?.sinks[c.ref.sink]
       let r = registry.resolve(name, c.ref.ord)
       handed()
-      if (r !== undefined && (r._tag === "loading" || r._tag === "full")) {
+      if (r !== undefined && (r._tag === "loading" || r._tag === "full" || r._tag === "held")) {
         // Its endpoint's pool is not open (claimed without admission, or its tenant's endpoints changed
         // since): the pool it was admitted to, else the row goes back to due and its tenant waits (admit).
         const pool = registry.pools.get(name!)
@@ -216,9 +218,12 @@ export const makeSinkCalls = (
         r = { _tag: "open", sink: pool }
       }
       if (env === undefined || name === undefined || r === undefined || r._tag !== "open") {
+        // Admitted for a destination gone since: its place (and its probe, if it was one) is given back.
+        if (name !== undefined) admission.dropped(name, c.ref.ord)
         return guarded(c, settleUnroutable(c, env, name, r?._tag === "gone" ? r.reason : undefined))
       }
-      r.sink.waiting.push(c.ref.ord, { claimed: c, env, name })
+      const probe = r.sink.breaker.state === "half" && admission.probeOf(r.sink, c.ref.ord)
+      r.sink.waiting.push(c.ref.ord, { claimed: c, env, name, probe })
       pump(r.sink)
       return undefined
     }
@@ -255,48 +260,25 @@ export const makeSinkCalls = (
       else if (sink.running === 0) registry.close(sink)
     }
 
-    /**
-     * A call's outcome for its destination's breaker. A trip gives the rows still waiting for a
-     * connection back to due, their tenants parked behind the breaker: no attempt is used.
-     */
-    const breakerOutcome = (sink: Sink, job: Job, ok: boolean, at: number): void => {
-      const was = sink.breaker.state
-      const endpoint = endpointIdOf(job.name)
-      const event = (what: "breaker_opened" | "breaker_closed", reason: string) =>
-        runFiber(deps.operations.emit({ type: `${endpoint === undefined ? "sink" : "endpoint"}.${what}`, tenant: endpoint === undefined ? null : tenantOf(job.env), destination: job.name, reason, at }))
-      if (endpoint !== undefined) failingFor(sink, job, endpoint, ok, at)
-      if (registry.record(sink, deps.breaker(), ok, at)) {
-        trips()
-        event("breaker_opened", `failures past breaker.failureRatio; open until ${new Date(sink.breaker.openUntil).toISOString()}`)
-        runFiber(Effect.logWarning("pipeline: breaker opened", { sink: job.name, until: new Date(sink.breaker.openUntil).toISOString(), trips: sink.breaker.trips }))
+    // Each call's outcome for its destination's health; a trip gives the rows still waiting for a
+    // connection back to due, their tenants parked behind the breaker: no attempt is used.
+    const breakerOutcome = makeCallHealth({
+      record: registry.record,
+      breaker: deps.breaker,
+      operations: deps.operations,
+      disable: deps.disable,
+      disableAfterMs: deps.disableAfterMs,
+      run: runFiber,
+      trips,
+      breakerState,
+      tripped: (sink) => {
         for (let w = sink.waiting.shift(); w !== undefined; w = sink.waiting.shift()) {
           hold(sink.places, w.claimed.ref.ord, -1)
           park(sink.places, w.claimed.ref.ord, w.claimed.entry.ref.at)
           runFiber(guarded(w.claimed, giveBack(w.claimed)))
         }
-      } else if (was !== "closed" && sink.breaker.state === "closed") {
-        runFiber(Effect.logInfo("pipeline: breaker closed", { sink: job.name }))
-        event("breaker_closed", "a probe was answered 2xx")
       }
-      if (sink.breaker.state !== was) breakerState(sink)
-    }
-
-    /** A tenant endpoint failing without a single success for `endpoints.disableAfterMs` is disabled (docs/delivery.md). */
-    const failingFor = (sink: Sink, job: Job, id: string, ok: boolean, at: number): void => {
-      const f = sink.failing
-      if (ok) f.since = undefined
-      else f.since ??= at
-      if (f.since === undefined || f.disabling || deps.disable === undefined || at - f.since < deps.disableAfterMs()) return
-      f.disabling = true
-      const tenant = tenantOf(job.env)
-      const reason = `failing without a success since ${new Date(f.since).toISOString()}`
-      runFiber(
-        deps.disable(job.claimed.ref.ord, tenant, id, reason).pipe(
-          Effect.andThen(deps.operations.emit({ type: "endpoint.disabled", tenant, destination: job.name, reason, at })),
-          Effect.catchCause((cause) => Effect.logWarning("pipeline: endpoint not disabled", { sink: job.name, cause: String(cause) }))
-        )
-      )
-    }
+    })
 
     const reconfigure = (next: ReadonlyArray<DispatchSinkOptions>): void => {
       registry.reconfigure(next, {
@@ -337,7 +319,7 @@ export const makeSinkCalls = (
           sink.latency(a.durationMs / 1000)
           if (a.error?.startsWith("unsafe") === true) unsafe()
           const ok = a.status >= 200 && a.status < 300
-          breakerOutcome(sink, job, ok, a.endedAt)
+          breakerOutcome(sink, job, a.status, a.endedAt)
           // Every attempt of an endpoint (its recent attempts); a sink's failures only (the Sinks page's last failure).
           if (attempts._tag === "Some" && (!ok || sink.version !== undefined)) {
             attempts.value.record(job.name, { at: a.endedAt, hookId: job.env.id, status: a.status, latencyMs: a.durationMs, outcome: ok ? "delivered" : "failed", error: a.error ?? null, body: ok ? null : (a.body ?? null) })
@@ -369,7 +351,7 @@ export const makeSinkCalls = (
       admit,
       roomForAll,
       unparked,
-      destinations: registry.all,
+      destinations: registry.breakers,
       endpointPools: () => registry.pools.size,
       refusedTenants: () => registry.parkedTenants(waitingTenants),
       holds: registry.holds,

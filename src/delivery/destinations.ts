@@ -5,91 +5,30 @@
  * row's envelope names by fan-out position: a sink name, or `endpoint:<id>` resolved against its
  * tenant's endpoints as the `Endpoints` service holds them (loaded once per tenant, dropped when
  * the service changes one). Owns every transport: closed when retired and idle, or at the end.
+ * Owns the destinations' health (breaker, auto-disable clock): a pool's while it is open, kept
+ * across a reload or an endpoint change that leaves the URL as it was, and remembered when an idle
+ * pool closes (health.ts); a pool whose only tenants are parked behind an open breaker is idle.
  */
 import { Effect } from "effect"
 import { allowList } from "../domain/config-endpoints.js"
 import { CONCURRENCY_DEFAULT, type Endpoint } from "../domain/endpoints.js"
-import type { Envelope } from "../domain/envelope.js"
 import { endpointIdOf } from "../domain/fanout.js"
 import * as Retry from "../domain/retry-schedule.js"
 import { parseSecret } from "../domain/signature.js"
 import { checkUrl, classify } from "../domain/ssrf.js"
 import * as M from "../observability/delivery-metrics.js"
-import type { EndpointsShape } from "../queue/endpoints.js"
 import type { Holds } from "../queue/wake.js"
-import type { Claimed } from "./calls.js"
 import { DEFAULT_MAX_PAUSE_MS, maxWaitingOf, SINK_WAIT_FACTOR, type DispatchSinkOptions, type PipelineOptions } from "./options.js"
 import { hold, makePlaces, type Places } from "./sink-places.js"
-import { makeSinkPace, type SinkPace } from "./sink-pace.js"
+import { makeSinkPace } from "./sink-pace.js"
 import { type Breaker, type BreakerSettings, makeBreaker, record } from "./breaker.js"
-import { makeTenantQueue, type TenantQueue } from "./sink-queue.js"
+import { type DestinationDeps, ENDPOINT_TENANTS_HELD, ENDPOINT_TIMEOUT_MS, ENDPOINTS_LABEL, type Job, type Resolved, type Sink, type WithBreaker } from "./destination.js"
+import { type Failing, type Health, makeRemembered } from "./health.js"
+import { makeTenantQueue } from "./sink-queue.js"
 import * as SinkClient from "./sink-client.js"
 
-/** A tenant endpoint's call timeout (shared sinks have `sinks[].timeoutMs`). */
-export const ENDPOINT_TIMEOUT_MS = 10_000
-/** Tenants whose endpoints the pipeline holds resolved; cleared whole when full. */
-export const ENDPOINT_TENANTS_HELD = 65_536
-/** The metric label of every tenant endpoint (ids would make a series each). */
-export const ENDPOINTS_LABEL = "tenant-endpoints"
-
-export interface Job {
-  readonly claimed: Claimed
-  readonly env: Envelope
-  readonly name: string
-}
-
-export interface Sink {
-  readonly options: DispatchSinkOptions
-  readonly key: Uint8Array | undefined
-  /** Its keep-alive connections (`concurrency` at most). */
-  readonly transport: SinkClient.Transport
-  /** Claimed rows waiting for a call: round-robin by tenant, each tenant's in claim order. */
-  readonly waiting: TenantQueue<Job>
-  /** Calls in flight (`concurrency` at most). */
-  running: number
-  /** Its places: the rows admitted for it and not done calling, and the tenants parked (sink-places.ts). */
-  readonly places: Places
-  /** Its circuit breaker (breaker.ts); a reload or an endpoint change keeps it. */
-  readonly breaker: Breaker
-  /** A tenant endpoint's first failure since its last success (memory only), and whether it is being disabled. */
-  failing: { since: number | undefined; disabling: boolean }
-  readonly maxPauseMs: number
-  readonly latency: (seconds: number) => void
-  /** Its rate limit and 429 pause, shared by every tenant routed to it. */
-  readonly pace: SinkPace
-  /** A pump scheduled for when the pace allows the next call. */
-  timer: ReturnType<typeof setTimeout> | undefined
-  readonly throttled: { readonly rate: () => void; readonly retry_after: () => void }
-  /** Replaced or removed by a reload: no call starts on it; its transport closes when its last call ends. */
-  retired: boolean
-  /** A tenant endpoint's: the version it was opened for (its `updatedAt`), under the settings then in force. */
-  readonly version: number | undefined
-  readonly settings: object | undefined
-  /** The key a rotation replaced (an endpoint's, or a sink's changed by reload): it signs beside `key` until `until`. */
-  readonly previous: { readonly key: Uint8Array; readonly until: number } | undefined
-  /** A tenant endpoint whose URL the SSRF guard refuses now: every call fails at once with this reason. */
-  readonly refusal: string | undefined
-}
-
-/** What a destination name comes to for a row of tenant `ord`. */
-export type Resolved =
-  | { readonly _tag: "open"; readonly sink: Sink }
-  /** Nothing to call: the row goes to the DLQ with `reason` (replay brings it back once it exists or is enabled). */
-  | { readonly _tag: "gone"; readonly reason: string }
-  /** The tenant's endpoints are being read; the pipeline is woken when they are. */
-  | { readonly _tag: "loading" }
-  /** Every endpoint pool is busy and `endpoints.maxPools` are open. */
-  | { readonly _tag: "full" }
-
-export interface DestinationDeps {
-  readonly endpoints: EndpointsShape | undefined
-  /** The configuration in force (the SSRF allow list, `endpoints.maxPools`). */
-  readonly settings: () => { readonly allowNetworks: ReadonlyArray<string>; readonly httpsOnly: boolean; readonly maxPools: number; readonly rotationOverlapMs: number }
-  /** The breaker settings in force (`breaker.*`). */
-  readonly breaker: () => BreakerSettings
-  /** Run a tenant's endpoint read in the background. */
-  readonly fork: (effect: Effect.Effect<void>) => void
-}
+export { ENDPOINT_TENANTS_HELD, ENDPOINT_TIMEOUT_MS, ENDPOINTS_LABEL } from "./destination.js"
+export type { DestinationDeps, Job, Resolved, Sink, WithBreaker } from "./destination.js"
 
 /** Over 80 lines because its parts share the sinks, the pools and the tenants' endpoints as closures; each is a named function. */
 export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof M.latencyRecorder>[1], deps: DestinationDeps) => {
@@ -105,8 +44,16 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
   /** Tenants whose endpoints arrived (their refused rows are read again), and tenants refused for want of a pool. */
   let ready: Array<number> = []
   let waitingForPool = new Set<number>()
+  const remembered = makeRemembered()
 
-  const open = (s: DispatchSinkOptions, version?: number, refusal?: string, settings?: object, previous?: Sink["previous"], inherited?: Breaker): Sink => {
+  const open = (
+    s: DispatchSinkOptions,
+    version?: number,
+    refusal?: string,
+    settings?: object,
+    previous?: Sink["previous"],
+    inherited?: { readonly breaker: Breaker; readonly failing: Failing }
+  ): Sink => {
     const label = endpointIdOf(s.name) === undefined ? s.name : ENDPOINTS_LABEL
     return {
       options: s,
@@ -115,8 +62,8 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
       waiting: makeTenantQueue<Job>(),
       running: 0,
       places: makePlaces(s.concurrency, maxWaitingOf(s)),
-      breaker: inherited ?? makeBreaker(deps.breaker()),
-      failing: { since: undefined, disabling: false },
+      breaker: inherited?.breaker ?? makeBreaker(deps.breaker()),
+      failing: inherited?.failing ?? { since: undefined, disabling: false },
       maxPauseMs: s.maxPauseMs ?? DEFAULT_MAX_PAUSE_MS,
       latency: M.latencyRecorder(label, context),
       pace: makeSinkPace(s.ratePerSec ?? 0),
@@ -145,7 +92,19 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
     else retiring.add(sink)
   }
 
-  const idle = (sink: Sink) => sink.places.held === 0 && sink.running === 0 && sink.waiting.size() === 0 && sink.places.parked.size === 0
+  /** Nothing held, called or waiting, and no tenant parked but behind an open breaker (its health is remembered when it closes). */
+  const idle = (sink: Sink) =>
+    sink.places.held === 0 && sink.running === 0 && sink.waiting.size() === 0 && (sink.places.parked.size === 0 || sink.breaker.state === "open")
+
+  const healthOf = (sink: Sink): Health => ({ url: sink.options.url, breaker: sink.breaker, failing: sink.failing })
+
+  /** Close an idle pool to make room: its health is remembered, its parked tenants go back to the round. */
+  const evict = (victim: Sink) => {
+    pools.delete(victim.options.name)
+    remembered.keep(victim.options.name, healthOf(victim))
+    if (victim.places.parked.size > 0) deps.orphan(victim.places)
+    retire(victim)
+  }
 
   const load = (ord: number) => {
     if (deps.endpoints === undefined || loading.has(ord)) return
@@ -192,7 +151,11 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
     }
   }
 
-  /** An endpoint's pool: the open one if it is of this version, else a new one (an idle least recently used pool closed to make room). */
+  /**
+   * An endpoint's pool: the open one if it is of this version, else a new one (an idle least
+   * recently used pool closed to make room) with the health of the same URL: the replaced pool's,
+   * or what a closed pool left. No pool opens for an endpoint whose remembered breaker is open.
+   */
   const poolOf = (name: string, e: Endpoint, ord: number): Resolved => {
     const found = pools.get(name)
     // A reload may change the guard's allow list: a pool opened under other settings is opened again.
@@ -200,6 +163,16 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
       pools.delete(name)
       pools.set(name, found)
       return { _tag: "open", sink: found }
+    }
+    const h = found === undefined ? remembered.get(name) : healthOf(found)
+    const kept = h !== undefined && h.url === e.url ? h : undefined
+    if (found === undefined && kept !== undefined && kept.breaker.state === "open" && deps.now() < kept.breaker.openUntil) {
+      return { _tag: "held", until: kept.breaker.openUntil }
+    }
+    // Disabled by the system and enabled since: its failing time starts over.
+    if (kept !== undefined && kept.failing.disabling) {
+      kept.failing.since = undefined
+      kept.failing.disabling = false
     }
     if (found === undefined && pools.size >= deps.settings().maxPools) {
       let victim: Sink | undefined
@@ -211,12 +184,12 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
         waitingForPool.add(ord)
         return { _tag: "full" }
       }
-      pools.delete(victim.options.name)
-      retire(victim)
+      evict(victim)
     }
+    if (found === undefined && h !== undefined) remembered.forget(name)
     const { options, refusal } = endpointOptions(name, e)
     const prev = e.previousSecret === undefined ? undefined : parseSecret(e.previousSecret.secret)
-    const sink = open(options, e.updatedAt, refusal, deps.settings(), prev === undefined ? undefined : { key: prev, until: e.previousSecret!.until }, found?.breaker)
+    const sink = open(options, e.updatedAt, refusal, deps.settings(), prev === undefined ? undefined : { key: prev, until: e.previousSecret!.until }, kept)
     pools.set(name, sink)
     poolsGauge(pools.size)
     // Changed (URL, secret, headers, bounds): its waiting rows and their places move to the new pool.
@@ -238,9 +211,20 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
       return { _tag: "loading" }
     }
     const e = list.get(id)
-    if (e === undefined) return { _tag: "gone", reason: "endpoint deleted" }
-    if (e.disabled) return { _tag: "gone", reason: `endpoint disabled${e.disabledReason === null ? "" : `: ${e.disabledReason}`}` }
+    if (e === undefined) return gone(name, "endpoint deleted")
+    if (e.disabled) return gone(name, `endpoint disabled${e.disabledReason === null ? "" : `: ${e.disabledReason}`}`)
     return poolOf(name, e, ord)
+  }
+
+  /** A deleted or disabled endpoint: nothing of its health is remembered, and its failing time starts over. */
+  const gone = (name: string, reason: string): Resolved => {
+    remembered.forget(name)
+    const p = pools.get(name)
+    if (p !== undefined) {
+      p.failing.since = undefined
+      p.failing.disabling = false
+    }
+    return { _tag: "gone", reason }
   }
 
   // A change to a tenant's endpoints: read again at its next row (its pools reopen if the endpoint changed).
@@ -290,7 +274,7 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
       if (old !== undefined && JSON.stringify(old.options) === JSON.stringify(s)) continue
       // A changed secret: the old one signs beside the new for `endpoints.rotationOverlapMs` (memory only).
       const rotated = old?.key !== undefined && old.options.secret !== s.secret ? { key: old.key, until: Date.now() + deps.settings().rotationOverlapMs } : old?.previous
-      const sink = open(s, undefined, undefined, undefined, rotated, old?.breaker)
+      const sink = open(s, undefined, undefined, undefined, rotated, old !== undefined && old.options.url === s.url ? old : undefined)
       sinks.set(s.name, sink)
       if (old === undefined) continue
       handOver(old, sink)
@@ -311,8 +295,8 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
   // The latest probe time of any trip: until then the Writer asks `holds` about each hook's destinations.
   let heldThrough = 0
   /** A call's outcome for its breaker (breaker.ts `record`): true on a trip, which holds the destination's new rows until its probe. */
-  const recordCall = (sink: Sink, settings: BreakerSettings, ok: boolean, at: number): boolean => {
-    const tripped = record(sink.breaker, settings, ok, at)
+  const recordCall = (sink: Sink, settings: BreakerSettings, status: number, probe: boolean, at: number): boolean => {
+    const tripped = record(sink.breaker, settings, status, probe, at)
     if (tripped) heldThrough = Math.max(heldThrough, sink.breaker.openUntil)
     return tripped
   }
@@ -320,8 +304,8 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
   const holds: Holds = {
     through: () => heldThrough,
     until: (name, now) => {
-      const s = sinks.get(name) ?? pools.get(name)
-      return s !== undefined && s.breaker.state === "open" && now < s.breaker.openUntil ? s.breaker.openUntil : undefined
+      const b = (sinks.get(name) ?? pools.get(name) ?? remembered.peek(name))?.breaker
+      return b !== undefined && b.state === "open" && now < b.openUntil ? b.openUntil : undefined
     }
   }
   return {
@@ -336,6 +320,12 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
     resolve,
     /** Every destination that may hold rows: the sinks, then the endpoint pools. */
     all: (): Array<Sink> => [...sinks.values(), ...pools.values()],
+    /** Every breaker known: the destinations', then those remembered without a pool. */
+    breakers: (): Array<WithBreaker> => {
+      const out: Array<WithBreaker> = [...sinks.values(), ...pools.values()]
+      for (const [name, h] of remembered.entries()) if (!pools.has(name)) out.push({ options: { name }, breaker: h.breaker })
+      return out
+    },
     /** Tenants to read again: their endpoints arrived, or a pool became free. Cleared by the call. */
     takeReady: (): Array<number> => {
       const out = ready

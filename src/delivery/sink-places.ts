@@ -5,7 +5,7 @@
  * parked for want of a place; over all sinks, the admission the claim asks row by row, its
  * reservations, and the parked tenants that may come back.
  */
-import { admitted, allows, type Breaker, probeDue } from "./breaker.js"
+import { admitted, allows, type Breaker, probeDue, released } from "./breaker.js"
 import { SINK_PACE_WINDOW_MS } from "./options.js"
 
 export interface Places {
@@ -28,6 +28,13 @@ export interface PlacedSink {
   readonly running: number
   readonly retired: boolean
   readonly options: { readonly name: string }
+}
+
+/** A row admitted by a claim: its place on `sink` (none once a reload removed it), and whether it is the probe. */
+interface Reservation<S> {
+  readonly sink: S | undefined
+  readonly ord: number
+  readonly probe: boolean
 }
 
 export interface Parked {
@@ -124,8 +131,10 @@ const NO_NAMES: ReadonlySet<string> = new Set()
 
 /** The admission over `sinks`, read at `now()`. */
 export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () => number) => {
-  /** Rows admitted by the claim in progress, given back if it fails. */
-  let reserved: Array<{ readonly sink: S; readonly ord: number }> = []
+  /** Rows admitted by the claim in progress (`probe`: its sink's breaker's probe), given back if it fails. */
+  let reserved: Array<Reservation<S>> = []
+  /** The last kept claim's, in force: for the probes its routed rows take and the rows dropped before a call. */
+  let routing: Array<Reservation<S>> = []
   /** Tenants parked on sinks a reload removed: back to the round at the next tick. */
   let orphaned: Array<Parked> = []
   const free = (s: S, at: number) => (s.breaker.state === "closed" || probeDue(s.breaker, at) ? Math.max(0, capacityOf(s.places, at) - s.places.held) : 0)
@@ -143,8 +152,7 @@ export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () =>
       // (moved to when it admits its probe). Half-open with its probe out: the tenant waits, parked.
       if (!allows(sink.breaker, now())) return sink.breaker.state === "open" ? sink.breaker.openUntil : park(sink.places, ord, at)
       if (!admitTo(sink.places, ord, at, now())) return false
-      admitted(sink.breaker)
-      reserved.push({ sink, ord })
+      reserved.push({ sink, ord, probe: admitted(sink.breaker) })
       return true
     },
     roomBesides,
@@ -181,13 +189,37 @@ export const makeAdmission = <S extends PlacedSink>(sinks: Placed<S>, now: () =>
       return n
     },
     endClaim: (kept: boolean): void => {
-      for (const r of reserved) {
-        if (!kept || r.sink.retired) hold(r.sink.places, r.ord, -1)
+      for (let i = 0; i < reserved.length; i++) {
+        const r = reserved[i]!
+        if (!kept || r.sink!.retired) hold(r.sink!.places, r.ord, -1)
+        // A probe never called: the breaker admits its next probe.
+        if (!kept && r.probe) released(r.sink!.breaker)
+        if (!kept || !r.sink!.retired) continue
         // A reload replaced the sink during the claim: the row's place is on the sink now in force.
-        const current = kept && r.sink.retired ? sinks.get(r.sink.options.name) : undefined
+        const current = sinks.get(r.sink!.options.name)
         if (current !== undefined) hold(current.places, r.ord, 1)
+        reserved[i] = { sink: current, ord: r.ord, probe: r.probe }
       }
+      routing = kept ? reserved : []
       reserved = []
+    },
+    /** Whether the row of tenant `ord` routed to `sink` is the probe its half-open breaker admitted (its job holds it then). */
+    probeOf: (sink: S, ord: number): boolean => {
+      const i = routing.findIndex((r) => r.probe && r.ord === ord && r.sink?.breaker === sink.breaker)
+      if (i < 0) return false
+      routing[i] = { sink: routing[i]!.sink, ord, probe: false }
+      return true
+    },
+    /** A row of tenant `ord` admitted for `name` and dropped before its call (its destination went away): its place and probe are given back. */
+    dropped: (name: string, ord: number): void => {
+      // Most such rows were never admitted (gone at their admission too): no place of theirs to find.
+      if (sinks.get(name)?.places.heldBy.has(ord) !== true) return
+      const i = routing.findIndex((r) => r.ord === ord && r.sink?.options.name === name)
+      if (i < 0) return
+      const r = routing[i]!
+      routing[i] = { sink: undefined, ord, probe: false }
+      hold(r.sink!.places, ord, -1)
+      if (r.probe) released(r.sink!.breaker)
     },
     unparked: (): Array<Parked> => {
       const out = orphaned
