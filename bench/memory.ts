@@ -11,9 +11,17 @@
  * tick reads the first 10,000 active tenants' counters). Once the gauges show
  * the backlog, a few more ticks pass and REQUESTS hooks are ingested and
  * /metrics is read; then VmRSS and VmHWM come from /proc/<pid>/status.
+ *
+ * Then the logs a tenant can grow (issue 39), on a fresh node: FAILING_ENDPOINTS endpoints over
+ * FAILING_TENANTS tenants at a receiver on 127.0.0.1 that answers 500 with a 4 KiB body, each sent
+ * FAILING_HOOKS hooks, while one portal user creates an endpoint there, sends it a test event and
+ * deletes it, CHURN times. The attempt log keeps the bodies; its bytes and the retry log's windows
+ * are bounded. Same target for that node's VmRSS once the attempts are in.
  * Run: npx tsx bench/memory.ts [--quick]
  */
 import { Effect } from "effect"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
 import { EVENT_LOOP_WINDOW_MS } from "../src/observability/event-loop-metrics.js"
 import { makeRocksDbStore } from "../src/store/rocksdb.js"
 import { storeDirOf } from "../src/programs/store.js"
@@ -32,6 +40,12 @@ const MORE_TICKS = 3
 const REQUESTS = 200
 /** How long the backlog may take to show in the gauges after boot. */
 const GAUGES_TIMEOUT_MS = 120_000
+const FAILING_TENANTS = 20
+const FAILING_ENDPOINTS = quick ? 200 : 800
+const FAILING_HOOKS = quick ? 5 : 10
+const CHURN = quick ? 300 : 2_000
+const FAILURE_BODY = "e".repeat(4 * 1024)
+const TOKEN = "memory-bench-token-0001"
 
 const build = (storeDir: string) =>
   Effect.scoped(
@@ -128,8 +142,98 @@ const run = async (): Promise<{ readonly ok: boolean; readonly detail: string }>
   }
 }
 
-// The verdict is printed after the server, the sink and the store are gone (finish exits the process).
+/** A receiver on 127.0.0.1 answering every call 500 with FAILURE_BODY, and how many it answered. */
+const failingReceiver = () =>
+  new Promise<{ readonly url: string; readonly calls: () => number; readonly close: () => Promise<void> }>((resolve) => {
+    let calls = 0
+    const server = createServer((req, res) => {
+      req.resume()
+      req.on("end", () => {
+        calls++
+        res.writeHead(500, { "content-type": "text/plain" }).end(FAILURE_BODY)
+      })
+    })
+    server.listen(0, "127.0.0.1", () =>
+      resolve({
+        url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        calls: () => calls,
+        close: () => new Promise<void>((done) => (server.closeAllConnections(), server.close(() => done())))
+      })
+    )
+  })
+
+const admin = (url: string, method: string, path: string, body?: unknown) =>
+  fetch(`${url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  }).then(async (r) => ({ status: r.status, body: (await r.json().catch(() => ({}))) as { id?: string } }))
+
+/** Phase 2: failing endpoints' bodies in the attempt log, and a create, test, delete loop. */
+const logsPhase = async (): Promise<{ readonly ok: boolean; readonly detail: string }> => {
+  const dir = tempDir("memory-logs")
+  const receiver = await failingReceiver()
+  try {
+    const server = await startServe({
+      dataDir: dir.path,
+      config: {
+        sources: [{ id: "mem", tenant: { header: "x-tenant" }, routes: ["tenant-endpoints"] }],
+        sinks: [],
+        adminTokens: [{ name: "bench", token: TOKEN, tenants: "*" }],
+        endpoints: { allowNetworks: ["127.0.0.0/8"] },
+        pipeline: { tickMs: 20 },
+        http: { demoSink: false },
+        log: { level: "warning" }
+      }
+    })
+    try {
+      const t0 = performance.now()
+      let created = 0
+      for (let i = 0; i < FAILING_ENDPOINTS; i++) {
+        const r = await admin(server.url, "POST", `/v1/tenants/tenant-${i % FAILING_TENANTS}/endpoints`, { url: `${receiver.url}/e${i}` })
+        if (r.status === 201) created++
+      }
+      let accepted = 0
+      for (let i = 0; i < FAILING_HOOKS * FAILING_TENANTS; i++) {
+        const r = await fetch(`${server.url}/v1/hooks/mem`, { method: "POST", headers: { "content-type": "application/json", "x-tenant": `tenant-${i % FAILING_TENANTS}` }, body: JSON.stringify({ i }) })
+        await r.text()
+        if (r.status === 202) accepted++
+      }
+      let churned = 0
+      for (let i = 0; i < CHURN; i++) {
+        const c = await admin(server.url, "POST", "/v1/tenants/portal-user/endpoints", { url: `${receiver.url}/churn${i}` })
+        if (c.status !== 201 || c.body.id === undefined) continue
+        await admin(server.url, "POST", `/v1/tenants/portal-user/endpoints/${c.body.id}/test`)
+        if ((await admin(server.url, "DELETE", `/v1/tenants/portal-user/endpoints/${c.body.id}`)).status === 200) churned++
+      }
+      // The first attempts of every endpoint's rows are in (each hook fans out to its tenant's endpoints).
+      const wanted = (FAILING_ENDPOINTS / FAILING_TENANTS) * accepted
+      const until = performance.now() + 60_000
+      while (receiver.calls() < wanted && performance.now() < until) await sleep(250)
+      await sleep(2_000)
+      const m = memoryOf(server.pid)
+      log(
+        `logs: ${created} failing endpoints, ${accepted} hooks, ${churned} endpoints created, tested and deleted, ${int(receiver.calls())} failed calls ` +
+          `answered with ${FAILURE_BODY.length} B bodies in ${fmt((performance.now() - t0) / 1000, 1)} s`
+      )
+      const ok = m.rss <= TARGET_MIB * 1024 * 1024 && created === FAILING_ENDPOINTS && accepted === FAILING_HOOKS * FAILING_TENANTS && churned === CHURN && receiver.calls() >= wanted
+      return {
+        ok,
+        detail: `failing endpoints' logs: VmRSS ${mib(m.rss)}, peak ${mib(m.peak)} after ${int(receiver.calls())} failed calls with 4 KiB bodies and ${churned}/${CHURN} endpoints churned` +
+          (receiver.calls() >= wanted ? "" : `; only ${receiver.calls()} of ${wanted} calls`)
+      }
+    } finally {
+      await server.kill()
+    }
+  } finally {
+    await receiver.close()
+    dir.remove()
+  }
+}
+
+// The verdict is printed after the servers, the sinks and the stores are gone (finish exits the process).
 main("memory", async () => {
   const r = await run()
-  finish("memory", r.ok, r.detail)
+  const logs = await logsPhase()
+  finish("memory", r.ok && logs.ok, `${r.detail}; ${logs.detail}`)
 })

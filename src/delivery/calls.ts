@@ -281,6 +281,8 @@ export const makeSinkCalls = (
     })
 
     const reconfigure = (next: ReadonlyArray<DispatchSinkOptions>): void => {
+      // A removed sink's log of failures goes with it.
+      if (attempts._tag === "Some") for (const name of sinks.keys()) if (!next.some((s) => s.name === name)) attempts.value.forget(name)
       registry.reconfigure(next, {
         pump,
         // Rows waiting for a removed sink go to the DLQ, where replay finds them once it is back.
@@ -322,7 +324,7 @@ export const makeSinkCalls = (
           breakerOutcome(sink, job, a.status, a.endedAt)
           // Every attempt of an endpoint (its recent attempts); a sink's failures only (the Sinks page's last failure).
           if (attempts._tag === "Some" && (!ok || sink.version !== undefined)) {
-            attempts.value.record(job.name, { at: a.endedAt, hookId: job.env.id, status: a.status, latencyMs: a.durationMs, outcome: ok ? "delivered" : "failed", error: a.error ?? null, body: ok ? null : (a.body ?? null) })
+            attempts.value.record(job.name, { at: a.endedAt, hookId: job.env.id, status: a.status, latencyMs: a.durationMs, outcome: ok ? "delivered" : "failed", error: a.error ?? null, body: ok ? null : (a.body ?? null) }, sink.version === undefined ? undefined : job.claimed.ref.ord)
           }
           // A 429 slows this sink (every tenant's calls to it), not the tenant's other sinks.
           // The pause is capped by `maxPauseMs`: one tenant's 429 cannot stop the sink for everyone for long

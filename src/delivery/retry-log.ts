@@ -3,7 +3,10 @@
  * tenant, hook, status (or transport error), the answer's first bytes of body, attempt and next time, up to RETRY_LOG_BURST per sink
  * per RETRY_LOG_WINDOW_MS; past that a sink's retries are counted, and the count is logged as one
  * summary line with the next retry of that sink after the window. A failing sink under load writes
- * a bounded number of lines, not one per row.
+ * a bounded number of lines, not one per row. The windows, one a destination that failed lately
+ * (every tenant endpoint is one), are bounded in bytes (RETRY_LOG_MAX_BYTES): at the bound the
+ * windows that have ended go (their summaries logged), then the oldest, so a deleted endpoint's
+ * window is dropped once it ends and the bound is reached.
  */
 import { Effect } from "effect"
 
@@ -11,6 +14,13 @@ import { Effect } from "effect"
 export const RETRY_LOG_BURST = 20
 /** The window of that bound. */
 export const RETRY_LOG_WINDOW_MS = 10_000
+/** Bytes the windows hold at most, each counted as `windowBytes`. */
+export const RETRY_LOG_MAX_BYTES = 1024 * 1024
+/** A window's own fields and its slot, besides its name. */
+export const WINDOW_OVERHEAD_BYTES = 64
+
+/** What a window of destination `name` holds: its name at two bytes a character, and its overhead. */
+export const windowBytes = (name: string): number => WINDOW_OVERHEAD_BYTES + 2 * name.length
 
 export interface RetryFields {
   readonly sink: string
@@ -30,18 +40,36 @@ interface Window {
   suppressed: number
 }
 
-export const makeRetryLog = () => {
+const summary = (sink: string, w: Window) =>
+  Effect.logInfo("pipeline: retries not logged one by one", { sink, retries: w.suppressed, windowMs: RETRY_LOG_WINDOW_MS })
+
+export const makeRetryLog = (maxBytes = RETRY_LOG_MAX_BYTES) => {
+  // In the order their windows began (a new window moves its destination to the end).
   const windows = new Map<string, Window>()
-  return (now: number, f: RetryFields): Effect.Effect<void> =>
+  let bytes = 0
+  const drop = (name: string, w: Window, logs: Array<Effect.Effect<void>>) => {
+    if (w.suppressed > 0) logs.push(summary(name, w))
+    windows.delete(name)
+    bytes -= windowBytes(name)
+  }
+  /** Room for `size` more bytes: the ended windows go first, then the oldest. */
+  const makeRoom = (now: number, size: number, logs: Array<Effect.Effect<void>>) => {
+    if (bytes + size <= maxBytes) return
+    for (const [name, w] of windows) if (now - w.start >= RETRY_LOG_WINDOW_MS) drop(name, w, logs)
+    for (const [name, w] of windows) {
+      if (bytes + size <= maxBytes) break
+      drop(name, w, logs)
+    }
+  }
+  const log = (now: number, f: RetryFields): Effect.Effect<void> =>
     Effect.suspend(() => {
       let w = windows.get(f.sink)
       const logs: Array<Effect.Effect<void>> = []
       if (w === undefined || now - w.start >= RETRY_LOG_WINDOW_MS) {
-        if (w !== undefined && w.suppressed > 0) {
-          logs.push(Effect.logInfo("pipeline: retries not logged one by one", { sink: f.sink, retries: w.suppressed, windowMs: RETRY_LOG_WINDOW_MS }))
-        }
-        // Bounded by the configured sinks (and "unknown"): one entry each.
+        if (w !== undefined) drop(f.sink, w, logs)
+        makeRoom(now, windowBytes(f.sink), logs)
         windows.set(f.sink, w = { start: now, logged: 0, suppressed: 0 })
+        bytes += windowBytes(f.sink)
       }
       if (w.logged < RETRY_LOG_BURST) {
         w.logged += 1
@@ -59,4 +87,5 @@ export const makeRetryLog = () => {
       }
       return logs.length === 0 ? Effect.void : Effect.all(logs, { discard: true })
     })
+  return Object.assign(log, { bytes: () => bytes, windows: () => windows.size })
 }

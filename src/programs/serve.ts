@@ -142,7 +142,8 @@ const services = (config: Config, dataDir: string, storeDir: string) => {
     andThen(Limits.layer(config.tenants.limits)),
     andThen(QueuedBytes.layer),
     andThen(Layer.unwrap(Effect.map(Live.LiveConfig, (live) => DiskReserve.layer({ dir: storeDir, minFreeBytes: () => live.get().config.store.minFreeBytes })))),
-    andThen(Layer.merge(Endpoints.layer, AttemptLog.layer)),
+    // The attempt log hears the endpoints' changes (a deleted or disabled endpoint's log is dropped).
+    andThen(Layer.provideMerge(AttemptLog.layer, Endpoints.layer)),
     // The operational events go through the Writer (src/delivery/operations.ts).
     andThen(Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs }).pipe(andThen(OperationalEvents.layer))),
     andThen(Quarantine.layer(quarantine)),
