@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer } from "effect"
 import { TestClock } from "effect/testing"
+import { auditUrl } from "../src/domain/audit.js"
 import * as Deliveries from "../src/domain/deliveries.js"
 import * as A from "../src/lifecycle/audit.js"
 import * as Q from "../src/lifecycle/quarantine.js"
@@ -30,6 +31,17 @@ const deadHooks = (n: number) =>
 const bad = (tenant: string) => ({ tenant, source: "s", reason: "signature_mismatch", headers: {}, body: Buffer.from("x") })
 
 describe("audit", () => {
+  it("an audit row's url has no query string, fragment or user info", () => {
+    const table: ReadonlyArray<readonly [string, string]> = [
+      ["https://user:pa55@hooks.example.com:8443/in?token=s3cret#x", "https://hooks.example.com:8443/in"],
+      ["https://hooks.example.com/in?sig=s3cret", "https://hooks.example.com/in"],
+      ["http://[::1]:9/a/b", "http://[::1]:9/a/b"],
+      ["https://hooks.example.com", "https://hooks.example.com/"],
+      ["not a url ?token=s3cret", ""]
+    ]
+    for (const [url, kept] of table) expect(auditUrl(url), url).toBe(kept)
+  })
+
   it.effect("admin actions leave audit rows", () =>
     Effect.gen(function* () {
       const db = new MemoryDb()

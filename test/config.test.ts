@@ -102,7 +102,7 @@ describe("config", () => {
     const yaml = "http: {prot: 8080}\nlog: {levle: debug}\n"
     await withFile("ankusa.yaml", yaml, async (file) =>
       expect(await message({ file, env: {} })).toBe(
-        `config error at http.prot (file ${file}): is unexpected, expected: "host" | "port" | "demoSink" | "maxConnections" | "headersTimeoutMs" | "requestTimeoutMs" | "console"\n` +
+        `config error at http.prot (file ${file}): is unexpected, expected: "host" | "port" | "demoSink" | "maxConnections" | "headersTimeoutMs" | "requestTimeoutMs" | "minBodyBytesPerSec" | "bodyGraceMs" | "console"\n` +
           `config error at log.levle (file ${file}): is unexpected, expected: "level"`
       )
     )

@@ -181,8 +181,7 @@ describe("endpoints over the API", () => {
       // allowNetworks lets loopback through, in both its v4 and its IPv4-mapped v6 forms.
       const loopback = [Ssrf.parseCidr("127.0.0.0/8")!, Ssrf.parseCidr("::1/128")!]
       for (const a of ["127.0.0.1", "::1", "::ffff:127.0.0.1"]) expect(Ssrf.classify(a, loopback).ok, a).toBe(true)
-      expect(Ssrf.checkResolved(["8.8.8.8", "10.0.0.1"], [])).toEqual({ ok: false, address: "10.0.0.1", reason: "private" })
-      expect(Ssrf.checkResolved(["127.0.0.1"], loopback)).toEqual({ ok: true })
+      expect(Ssrf.checkResolved(["127.0.0.1"], loopback)).toEqual({ ok: true, addresses: ["127.0.0.1"] })
 
       // End to end at save, loopback forms only, loopback not allowed: 422 unsafe_url, nothing stored.
       yield* Effect.scoped(
@@ -210,6 +209,62 @@ describe("endpoints over the API", () => {
         })
       )
     }))
+
+  it("a name's resolved addresses: each is checked, only allowed ones are dialled, none allowed refuses", () => {
+    // A resolver's answer (no DNS, no packet): wherever a refused address sits, it is never one the connection may use.
+    const table: ReadonlyArray<readonly [ReadonlyArray<string>, ReturnType<typeof Ssrf.checkResolved>]> = [
+      [["93.184.216.34"], { ok: true, addresses: ["93.184.216.34"] }],
+      [["10.0.0.1", "93.184.216.34"], { ok: true, addresses: ["93.184.216.34"] }],
+      [["93.184.216.34", "127.0.0.1", "2606:4700::1111"], { ok: true, addresses: ["93.184.216.34", "2606:4700::1111"] }],
+      [["::ffff:169.254.169.254", "2606:4700::1111"], { ok: true, addresses: ["2606:4700::1111"] }],
+      [["169.254.169.254", "10.0.0.1"], { ok: false, address: "169.254.169.254", reason: "metadata" }],
+      [["fd00::1", "::1"], { ok: false, address: "fd00::1", reason: "private" }],
+      [[], { ok: false, address: "", reason: "not_an_address" }]
+    ]
+    for (const [addresses, expected] of table) expect(Ssrf.checkResolved(addresses, []), addresses.join(",")).toEqual(expected)
+  })
+
+  it.live("an endpoint header value the client cannot send is refused at save", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const edge = yield* edgeWithTenants()
+        // Outside latin1, or a control character: the client would refuse every call with it.
+        for (const value of ["\u20acuro", "a\u0001b", "del\u007f", "line\nbreak"]) {
+          const r = yield* send(edge, ACME, "POST", "/v1/tenants/acme/endpoints", { url: "https://a.example/in", headers: { "X-Team": value } })
+          expect([r.status, r.body.error], JSON.stringify(value)).toEqual([422, "invalid_endpoint"])
+          expect(r.body.message).toMatch(/^headers\.X-Team: /)
+        }
+        expect((yield* send(edge, ACME, "GET", "/v1/tenants/acme/endpoints")).body.items).toEqual([])
+
+        // What the client sends (latin1, a tab) is saved; a patch to a value it cannot send is refused and changes nothing.
+        const made = yield* send(edge, ACME, "POST", "/v1/tenants/acme/endpoints", { url: "https://a.example/in", headers: { "X-Team": "caf\u00e9\tb" } })
+        expect(made.status).toBe(201)
+        const patched = yield* send(edge, ACME, "PATCH", `/v1/tenants/acme/endpoints/${made.body.id}`, { headers: { "X-Team": "\u20acuro" } })
+        expect([patched.status, patched.body.error]).toEqual([422, "invalid_endpoint"])
+        expect(patched.body.message).toMatch(/^headers\.X-Team: /)
+        expect((yield* send(edge, ACME, "GET", `/v1/tenants/acme/endpoints/${made.body.id}`)).body.headers).toEqual({ "X-Team": "caf\u00e9\tb" })
+      })
+    ))
+
+  it.live("audit rows keep an endpoint's url without its query string or user info", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const edge = yield* edgeWithTenants()
+        const made = yield* send(edge, ACME, "POST", "/v1/tenants/acme/endpoints", { url: "https://hooks.acme.example/in?token=s3cret-create#frag" })
+        expect(made.status).toBe(201)
+        // The endpoint itself keeps the whole URL: it is what gets called.
+        expect(made.body.url).toBe("https://hooks.acme.example/in?token=s3cret-create#frag")
+        const moved = yield* send(edge, ACME, "PATCH", `/v1/tenants/acme/endpoints/${made.body.id}`, { url: "https://hooks.acme.example:8443/v2?sig=s3cret-update" })
+        expect(moved.status).toBe(200)
+        const audit = yield* send(edge, GLOBAL, "GET", "/v1/audit?tenant=acme")
+        const rows = audit.body.items.filter((r: any) => r.action.startsWith("endpoint."))
+        expect(rows.map((r: any) => [r.action, r.params.url])).toEqual([
+          ["endpoint.update", "https://hooks.acme.example:8443/v2"],
+          ["endpoint.create", "https://hooks.acme.example/in"]
+        ])
+        expect(JSON.stringify(audit.body)).not.toMatch(/s3cret|frag/)
+      })
+    ))
 
   it.live("a portal token opens only its tenant's endpoints and expires", () =>
     Effect.scoped(

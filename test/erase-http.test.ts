@@ -5,10 +5,12 @@
  * then gets a new ordinal while the old one stays a tombstone.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Deferred, Effect, Fiber, Layer } from "effect"
 import * as K from "../src/domain/keys.js"
 import { Tenants } from "../src/queue/tenants.js"
-import { configOf, type Edge, metricValue, read, startEdge } from "./edge-harness.js"
+import { layerRocksDb } from "../src/store/rocksdb.js"
+import { Store, type StoreShape } from "../src/store/store.js"
+import { configOf, type Edge, metricValue, read, startEdge, tempDir } from "./edge-harness.js"
 
 const GLOBAL = "global-token-0123456789"
 const ACME = "acme-token-0123456789ab"
@@ -28,6 +30,37 @@ const ingest = (edge: Edge, tenant: string) =>
 const call = (edge: Edge, token: string, path: string, method = "GET") =>
   Effect.promise(() => edge.fetch(path, { method, headers: { authorization: `Bearer ${token}` } }).then(read))
 
+const send = (edge: Edge, token: string, method: string, path: string, body: unknown) =>
+  Effect.promise(() =>
+    edge.fetch(path, { method, body: JSON.stringify(body), headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }).then(read)
+  )
+
+/** A scan of one tenant's endpoint rows that is held once armed: it tells `reached`, then waits for `release`. */
+interface Hold {
+  readonly ord: number
+  readonly reached: Deferred.Deferred<void>
+  readonly release: Deferred.Deferred<void>
+}
+
+/** RocksDB in a temp dir, whose next scan of `hold`'s endpoint rows waits (`hold` read at each scan). */
+const holdingStore = (armed: () => Hold | undefined, disarm: () => void) =>
+  Layer.unwrap(
+    Effect.map(tempDir, (dir) =>
+      Layer.effect(
+        Store,
+        Effect.map(Store, (inner): StoreShape => ({
+          ...inner,
+          scan: (cf, range, opts) => {
+            const h = armed()
+            if (h === undefined || cf !== "tenants" || !K.asBuffer(range.lo).equals(K.asBuffer(K.range(K.endpointPrefix(h.ord)).lo))) return inner.scan(cf, range, opts)
+            disarm()
+            return Effect.andThen(Deferred.succeed(h.reached, undefined), Effect.andThen(Deferred.await(h.release), inner.scan(cf, range, opts)))
+          }
+        }))
+      ).pipe(Layer.provide(layerRocksDb(dir)))
+    )
+  )
+
 const ordOf = (edge: Edge, tenant: string) => Effect.promise(() => edge.run(Effect.flatMap(Tenants, (t) => t.ord(tenant))))
 
 const erasedOutcomes = (edge: Edge) =>
@@ -36,6 +69,52 @@ const erasedOutcomes = (edge: Edge) =>
   )
 
 describe("erase over HTTP", () => {
+  it.live(
+    "an endpoint created while its tenant is being erased is refused and erase leaves no endpoint row",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          let hold: Hold | undefined
+          const edge = yield* startEdge(config, {
+            store: holdingStore(() => hold, () => (hold = undefined)),
+            erase: { inflightTimeoutMs: 200, pollMs: 20 }
+          })
+          expect((yield* ingest(edge, "acme")).status).toBe(202)
+          expect((yield* ingest(edge, "globex")).status).toBe(202)
+          const ord = yield* ordOf(edge, "acme")
+          expect((yield* send(edge, GLOBAL, "POST", "/v1/tenants/acme/endpoints", { url: "https://acme.example/a" })).status).toBe(201)
+          expect((yield* send(edge, GLOBAL, "PUT", "/v1/tenants/acme/limits", { weight: 3 })).status).toBe(200)
+          const theirs = yield* send(edge, GLOBAL, "POST", "/v1/tenants/globex/endpoints", { url: "https://globex.example/a" })
+          expect(theirs.status).toBe(201)
+
+          // The create passes the edge's check and is held inside the commit, under the tenant's lock…
+          hold = { ord, reached: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
+          const { reached, release } = hold
+          const creating = yield* Effect.forkChild(send(edge, GLOBAL, "POST", "/v1/tenants/acme/endpoints", { url: "https://acme.example/late" }))
+          yield* Deferred.await(reached)
+          // …while the erase refuses the tenant (step 1 is committed by its 202).
+          expect((yield* call(edge, GLOBAL, "/v1/tenants/acme?confirm=acme", "DELETE")).status).toBe(202)
+          yield* Deferred.succeed(release, undefined)
+          const late = yield* Fiber.join(creating)
+          expect([late.status, late.body.error]).toEqual([422, "invalid_endpoint"])
+          expect(late.body.message).toMatch(/^tenant: acme was erased/)
+
+          let job = { done: false }
+          for (let i = 0; i < 1_000 && !job.done; i++) {
+            job = (yield* call(edge, GLOBAL, "/v1/tenants/acme/erase")).body
+            if (!job.done) yield* Effect.sleep(20)
+          }
+          expect(job).toMatchObject({ done: true, step: 8 })
+          // Nothing of the erased ordinal is left in the tenants family: no endpoint row, no limits row.
+          expect(yield* edge.store.scan("tenants", K.range(K.endpointPrefix(ord)), { limit: 10 })).toEqual([])
+          expect(yield* edge.store.get("tenants", K.tenantLimitsKey(ord))).toBeUndefined()
+          // The other tenant's endpoint is untouched.
+          expect((yield* call(edge, GLOBAL, "/v1/tenants/globex/endpoints")).body.items.map((e: { id: string }) => e.id)).toEqual([theirs.body.id])
+        })
+      ),
+    30_000
+  )
+
   it.live(
     "an erased tenant is refused with 410 and its ordinal is never reused",
     () =>

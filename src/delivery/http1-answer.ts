@@ -332,11 +332,5 @@ export const answerOf = (p: Parser): Exchange => ({
   body: p.excerptBytes > 0 ? Buffer.concat(p.excerpt!).toString("utf8") : undefined
 })
 
-// Header names are tokens; values have no control characters but tab (RFC 9110 §5.5), as Node checks.
-const NAME = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/
-const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/
-
-/** A header name HTTP allows (a token). */
-export const validName = (name: string): boolean => NAME.test(name)
-/** A header value HTTP allows (no control character but tab; latin1: one byte a character on the wire). */
-export const validValue = (value: string): boolean => !INVALID_VALUE.test(value)
+// Header names are tokens; values have no control characters but tab (RFC 9110 §5.5): the rule the endpoint save asks too.
+export { validName, validValue } from "../domain/http-headers.js"

@@ -39,6 +39,20 @@ export interface AuditRow extends AuditEntry {
   readonly at: number
 }
 
+/**
+ * A URL as an audit row keeps it: scheme, host, port and path only. The query string, the
+ * fragment and any user info are left out: receivers' URLs often carry a credential there.
+ * Not a URL: an empty string (a row never keeps what it cannot read).
+ */
+export const auditUrl = (url: string): string => {
+  try {
+    const u = new URL(url)
+    return `${u.protocol}//${u.host}${u.pathname}`
+  } catch {
+    return ""
+  }
+}
+
 const VERSION = 1
 
 export const encodeAudit = (e: AuditEntry): Uint8Array =>

@@ -5,8 +5,12 @@
  * - `classify(address, allow)`: one IP address (v4 or v6 text) → allowed, or the reason it is not.
  *   IPv4-mapped, IPv4-compatible and NAT64 (64:ff9b::/96) IPv6 addresses are classified as the
  *   IPv4 address they carry. `allow` (`endpoints.allowNetworks`) lets an operator through.
- * - `checkResolved(addresses, allow)`: what the delivery side calls on the address it connected
- *   to (after DNS, on every new connection); one refused address refuses.
+ * - `checkResolved(addresses, allow)`: the connect-time rule for a name. On every new connection
+ *   the name is resolved to all its addresses and EACH is classified; the refused ones are dropped
+ *   and the connection is made only to one that is allowed (a refused address is never dialled,
+ *   whatever its place in the answer). None allowed refuses the call, naming the first refused.
+ *   The pool applies it per address through its guard (src/delivery/http1.ts `guardedLookup`);
+ *   literal addresses skip DNS and are judged by `checkUrl` when the pool opens.
  * - `checkUrl(url, options)`: the pre-check at save. It refuses literal addresses in every form
  *   the WHATWG URL parser normalises (`2130706433`, `0177.0.0.1`, `127.1`, `0x7f.1`, `[::1]`,
  *   `[::ffff:127.0.0.1]`) and `localhost` / `*.localhost`; other names are not resolved here.
@@ -167,17 +171,20 @@ export const classify = (address: string, allow: ReadonlyArray<Cidr>): Verdict =
   return a.version === 4 ? classifyV4(a.value, allow) : classifyV6(a.value, allow)
 }
 
-/** The connect-time check: every address a name resolved to (or the one connected to) must be allowed. */
+/** The connect-time rule: the addresses a connection may use, in the resolver's order; none: the first refused one and why. */
 export const checkResolved = (
   addresses: ReadonlyArray<string>,
   allow: ReadonlyArray<Cidr>
-): { readonly ok: true } | { readonly ok: false; readonly address: string; readonly reason: Refusal } => {
-  if (addresses.length === 0) return { ok: false, address: "", reason: "not_an_address" }
+): { readonly ok: true; readonly addresses: ReadonlyArray<string> } | { readonly ok: false; readonly address: string; readonly reason: Refusal } => {
+  const usable: Array<string> = []
+  let refused: { readonly address: string; readonly reason: Refusal } | undefined
   for (const address of addresses) {
     const v = classify(address, allow)
-    if (!v.ok) return { ok: false, address, reason: v.reason }
+    if (v.ok) usable.push(address)
+    else refused ??= { address, reason: v.reason }
   }
-  return OK
+  if (usable.length > 0) return { ok: true, addresses: usable }
+  return { ok: false, ...(refused ?? { address: "", reason: "not_an_address" }) }
 }
 
 // ---------------------------------------------------------------------------

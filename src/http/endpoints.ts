@@ -8,11 +8,13 @@
 import { Effect, Result } from "effect"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import { currentOf } from "../config/live.js"
+import { auditUrl } from "../domain/audit.js"
 import type { Config } from "../domain/config.js"
 import { allowList } from "../domain/config-endpoints.js"
 import * as E from "../domain/endpoints.js"
 import { endpointDestination } from "../domain/fanout.js"
 import { checkUrl } from "../domain/ssrf.js"
+import type { TenantErased } from "../domain/tenants.js"
 import { Audit, audited } from "../lifecycle/audit.js"
 import { type BreakerView } from "../delivery/breaker.js"
 import { Pipeline } from "../delivery/pipeline.js"
@@ -61,6 +63,9 @@ const body = <A>(decode: (u: unknown) => Result.Result<A, { readonly issue: Para
       : Effect.fail(new E.InvalidEndpoint({ message: issueMessage(decoded.failure.issue, "body") }))
   })
 
+/** A create for a tenant its erase refused (TEN-5), at the edge or inside the commit. */
+const erasedRefusal = (e: TenantErased) => Effect.fail(new E.InvalidEndpoint({ message: `tenant: ${e.tenant} was erased; lift the refusal first` }))
+
 /** The principal may act on `tenant`, and the node knows it: its ordinal. */
 const tenantOrd = (tenant: string) =>
   Effect.gen(function* () {
@@ -103,15 +108,19 @@ export const layer = (boot: Config) =>
           const p = yield* Admin
           yield* requireTenant(p, tenant)
           // A customer registers its URLs before its first event: the tenant gets its ordinal here if it has none.
-          const ord = yield* Effect.flatMap(Writer, (w) => w.tenantOrd(tenant)).pipe(
+          const writer = yield* Writer
+          const ord = yield* writer.tenantOrd(tenant).pipe(
             Effect.catchTags({
               TenantLimit: (e) => Effect.fail(new E.InvalidEndpoint({ message: `tenant: this node allocates at most ${e.max} tenants (tenants.max)` })),
-              TenantErased: () => Effect.fail(new E.InvalidEndpoint({ message: `tenant: ${tenant} was erased; lift the refusal first` }))
+              TenantErased: erasedRefusal
             })
           )
           yield* safeUrl(input.url)
-          const audit = yield* stage(p.name, tenant, "endpoint.create", (e) => ({ url: e.url }))
-          const made = yield* Effect.flatMap(Endpoints, (s) => s.create(ord, input, current().config.tenants.maxEndpoints, audit))
+          const audit = yield* stage(p.name, tenant, "endpoint.create", (e) => ({ url: auditUrl(e.url) }))
+          // The refusal again inside the commit: an erase may have begun since the ordinal was resolved.
+          const made = yield* Effect.flatMap(Endpoints, (s) => s.create(ord, input, current().config.tenants.maxEndpoints, audit, { tenant, erased: writer.erased })).pipe(
+            Effect.catchTag("TenantErased", erasedRefusal)
+          )
           return { ...view(tenant, made, new Map()), secret: made.secret }
         })
 
@@ -135,7 +144,10 @@ export const layer = (boot: Config) =>
           const { p, ord } = yield* tenantOrd(tenant)
           yield* safeUrl(patch.url)
           // The audit row names the fields changed, never a secret or a header value.
-          const audit = yield* stage(p.name, tenant, "endpoint.update", () => ({ fields: Object.keys(patch) }))
+          const audit = yield* stage(p.name, tenant, "endpoint.update", () => ({
+            fields: Object.keys(patch),
+            ...(patch.url === undefined ? {} : { url: auditUrl(patch.url) })
+          }))
           const changed = yield* Effect.flatMap(Endpoints, (s) => s.update(ord, id, patch, audit))
           return view(tenant, changed, yield* breakersNow)
         })

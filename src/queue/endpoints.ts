@@ -2,7 +2,9 @@
  * The `Endpoints` service (issue 27): each tenant's endpoints, `<<?e, ord::32, id::64>>` in the
  * tenants column family (docs/storage.md), and the only writer of that family. Every change is
  * one synced batch with its audit row (`Audit.stage`), made under the tenant's lock so that the
- * `tenants.maxEndpoints` bound holds against concurrent creates.
+ * `tenants.maxEndpoints` bound holds against concurrent creates, and so that a create the
+ * tenant's erase refused (the Writer's refusal, asked inside that lock) leaves no row:
+ * `eraseTenant` takes the same lock after the refusal is in force.
  *
  * `ofTenant(ord)` is what the ingest path and the delivery side read: a bounded cache of a
  * tenant's endpoints (empty lists included, most tenants have none), filled by one range scan
@@ -12,6 +14,7 @@
 import { Clock, Context, Data, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import * as E from "../domain/endpoints.js"
+import { TenantErased } from "../domain/tenants.js"
 import { decodeEndpointKey, endpointKey, endpointPrefix, range } from "../domain/keys.js"
 import { del, type Op, type Put, put } from "../domain/ops.js"
 import { Store, type StoreError } from "../store/store.js"
@@ -29,17 +32,28 @@ export class EndpointLimit extends Data.TaggedError("EndpointLimit")<{ readonly 
 /** The audit row of a change, staged by the caller (`Audit.stage`) once the endpoint is known. */
 export type StageAudit = (endpoint: E.Endpoint) => Effect.Effect<Put>
 
+/** The erase refusal a create asks inside the tenant's lock (TEN-5): the Writer's `erased`, and the tenant id. */
+export interface EraseRefusal {
+  readonly tenant: string
+  readonly erased: (tenant: string) => boolean
+}
+
 export interface EndpointsShape {
   /** The tenant's endpoints by id, read from the store (one range scan). */
   readonly list: (ord: number) => Effect.Effect<ReadonlyArray<E.Endpoint>, StoreError>
   readonly get: (ord: number, id: string) => Effect.Effect<E.Endpoint, EndpointNotFound | StoreError>
-  /** Create (id and, when not given, secret made here) with its audit row in one synced batch. */
+  /**
+   * Create (id and, when not given, secret made here) with its audit row in one synced batch.
+   * `refusal`, asked under the tenant's lock: an erase that refused the tenant since the caller
+   * resolved its ordinal fails the create `TenantErased`, and nothing is written.
+   */
   readonly create: (
     ord: number,
     input: E.EndpointCreate,
     max: number,
-    audit: StageAudit
-  ) => Effect.Effect<E.Endpoint, EndpointLimit | StoreError>
+    audit: StageAudit,
+    refusal?: EraseRefusal
+  ) => Effect.Effect<E.Endpoint, EndpointLimit | TenantErased | StoreError>
   readonly update: (ord: number, id: string, patch: E.EndpointPatch, audit: StageAudit) => Effect.Effect<E.Endpoint, EndpointNotFound | StoreError>
   /** A new secret (generated), the old one signing beside it for `overlapMs` (`E.rotate`). */
   readonly rotate: (ord: number, id: string, overlapMs: number, audit: StageAudit) => Effect.Effect<E.Endpoint, EndpointNotFound | StoreError>
@@ -121,7 +135,7 @@ export const make = Effect.gen(function* () {
       return endpoint
     })
 
-  const create = (ord: number, input: E.EndpointCreate, max: number, audit: StageAudit) =>
+  const create = (ord: number, input: E.EndpointCreate, max: number, audit: StageAudit, refusal?: EraseRefusal) =>
     withTenant(
       ord,
       Effect.gen(function* () {
@@ -132,6 +146,8 @@ export const make = Effect.gen(function* () {
         while (taken.has(E.formatId(id))) id = E.idFrom(randomBytes(8))
         const now = yield* Clock.currentTimeMillis
         const endpoint = E.create(input, { id, secret: E.secretFrom(randomBytes(E.SECRET_BYTES)), now })
+        // Asked last, right before the commit: nothing of the tenant is written once its erase refused it.
+        if (refusal?.erased(refusal.tenant) === true) return yield* new TenantErased({ tenant: refusal.tenant })
         return yield* commit(ord, put("tenants", endpointKey(ord, id), E.encode(endpoint)), endpoint, audit)
       })
     )

@@ -213,7 +213,7 @@ const rest: Step = (c, job) =>
       // Through Limits when there is one: it also forgets the tenant's ingest limits held by name.
       const next = E.advanced(job, { step: 6, cursor: { phase: "endpoints", key: null }, now: c.now() })
       if (c.limits === undefined) yield* c.store.write([del("tenants", K.tenantLimitsKey(job.ord)), E.jobOp(next)], { sync: true })
-      else yield* c.limits.set(job.ord, {}, E.jobOp(next), job.tenant)
+      else yield* c.limits.eraseTenant(job.ord, job.tenant, [E.jobOp(next)])
       return next
     }
     if (phase === "endpoints") {

@@ -5,7 +5,9 @@
  * writer of that family. The pipeline asks every tick for the tenants it
  * serves, so reads go through a bounded cache; a set commits the override
  * with its audit row in one synced batch and then updates the cache, so the
- * next tick sees it without a restart.
+ * next tick sees it without a restart. A set runs under the tenant's lock and
+ * asks the erase refusal there (TEN-5): erase deletes the override under the
+ * same lock once the refusal is in force, so no set after it leaves a row.
  *
  * Admission (TEN-2, issue 24) reads a tenant's ingest limits on the request
  * path without a store read: the overrides that set an ingest field are kept
@@ -21,8 +23,10 @@ import { Families, familyDataRange } from "../domain/families.js"
 import { decodeTenantLimitsKey, tenantKey, tenantLimitsKey } from "../domain/keys.js"
 import * as A from "../domain/admission.js"
 import * as L from "../domain/limits.js"
-import { del, type Put, put } from "../domain/ops.js"
+import { del, type Op, type Put, put } from "../domain/ops.js"
 import { Store, type StoreError, type StoreShape } from "../store/store.js"
+import { makeTenantLocks } from "./tenant-locks.js"
+import { TenantNotFound } from "./tenants.js"
 
 /** Tenants whose effective limits the cache holds; it is cleared whole when full. */
 export const LIMITS_CACHE_ENTRIES = 100_000
@@ -42,9 +46,19 @@ export interface LimitsShape {
   readonly get: (ord: number) => Effect.Effect<TenantLimitsView, StoreError>
   /**
    * Store the override (`{}` deletes it) and `auditRow` (`Audit.stage`) in one synced batch,
-   * then cache it. The ordinal must be a live tenant's (the caller resolved it).
+   * then cache it. The ordinal must be a live tenant's (the caller resolved it). `erased` (the
+   * Writer's refusal) is asked under the tenant's lock: a tenant an erase refused since the caller
+   * resolved it fails `TenantNotFound`, as it will once the erase is done, and nothing is written.
    */
-  readonly set: (ord: number, override: L.LimitsOverride, auditRow: Put, tenant: string) => Effect.Effect<void, StoreError>
+  readonly set: (
+    ord: number,
+    override: L.LimitsOverride,
+    auditRow: Put,
+    tenant: string,
+    erased?: (tenant: string) => boolean
+  ) => Effect.Effect<void, StoreError | TenantNotFound>
+  /** TEN-5 step 6: delete the tenant's override with `extra` (the erase job's record) in one synced batch, under the tenant's lock. */
+  readonly eraseTenant: (ord: number, tenant: string, extra: ReadonlyArray<Op>) => Effect.Effect<void, StoreError>
   /** A tenant's effective ingest limits, from memory (no store read): the ingest path asks per request. */
   readonly ingestOf: (tenant: string) => L.IngestLimits
   /**
@@ -115,17 +129,30 @@ export const make = (initial: L.TenantLimits) =>
         return { effective: L.effective(defaults, override), override }
       })
 
-    const set = (ord: number, override: L.LimitsOverride, auditRow: Put, tenant: string) =>
+    const withTenant = makeTenantLocks()
+
+    /** The override's row with `extra` in one synced batch, then the caches (run under the tenant's lock). */
+    const commit = (ord: number, override: L.LimitsOverride, extra: ReadonlyArray<Op>, tenant: string) =>
       Effect.suspend(() => {
         const key = tenantLimitsKey(ord)
         const row = L.isEmpty(override) ? del("tenants", key) : put("tenants", key, L.encode(override))
-        return Effect.map(store.write([row, auditRow], { sync: true }), () => {
+        return Effect.map(store.write([row, ...extra], { sync: true }), () => {
           generation++
           remember(ord, L.effective(defaults, override))
           if (L.hasIngest(override)) ingest.set(tenant, override)
           else ingest.delete(tenant)
         })
       })
+
+    const set = (ord: number, override: L.LimitsOverride, auditRow: Put, tenant: string, erased?: (tenant: string) => boolean) =>
+      withTenant(
+        ord,
+        Effect.suspend((): Effect.Effect<void, StoreError | TenantNotFound> =>
+          erased?.(tenant) === true ? Effect.fail(new TenantNotFound({ tenantId: tenant })) : commit(ord, override, [auditRow], tenant)
+        )
+      )
+
+    const eraseTenant = (ord: number, tenant: string, extra: ReadonlyArray<Op>) => withTenant(ord, commit(ord, {}, extra, tenant))
 
     const ingestOf = (tenant: string): L.IngestLimits => {
       const o = ingest.get(tenant)
@@ -136,7 +163,7 @@ export const make = (initial: L.TenantLimits) =>
 
     const ingestRate = makeIngestRate(ingestOf)
 
-    return { of, get, set, ingestOf, ingestRate } satisfies LimitsShape
+    return { of, get, set, eraseTenant, ingestOf, ingestRate } satisfies LimitsShape
   })
 
 /** Every override that sets an ingest field, by tenant id: one scan of `?l`, then the names of those ordinals. */
