@@ -8,6 +8,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Cfg from "../src/domain/config.js"
+import { ENV_POSTGRES_PASSWORD, postgresUrl } from "../src/domain/config-store.js"
 import { load, read } from "../src/config/config.js"
 
 const withFile = <A>(name: string, text: string, f: (file: string) => Promise<A>): Promise<A> => {
@@ -154,5 +155,28 @@ describe("config", () => {
     const text = JSON.stringify(Cfg.redact(c.success))
     for (const s of [secret, "hunter2", "super-secret-token-1"]) expect(text).not.toContain(s)
     expect(text).toContain('"Authorization":"[redacted]"')
+  })
+
+  it("store.kind postgres needs a URL, refuses the archive, and its password never shows", async () => {
+    expect(await message({ env: { ANKUSA_STORE_KIND: "postgres" } })).toBe(
+      "config error at store.postgres.url: is required when store.kind is postgres"
+    )
+    const yaml = "store: {kind: postgres, postgres: {url: 'postgres://ankusa:pw-in-file@127.0.0.1:5432/ankusa'}}\narchive: {enabled: true}\n"
+    await withFile("ankusa.yaml", yaml, async (file) => {
+      const m = await message({ file, env: {} })
+      expect(m).toContain("config error at archive.enabled")
+      expect(m).toContain("not available with store.kind postgres")
+    })
+    expect(await message({ env: { ANKUSA_STORE_KIND: "postgres", ANKUSA_STORE_POSTGRES_URL: "http://db/x" } })).toContain("expected a postgres:// URL")
+    const c = await Effect.runPromise(
+      load({ env: { ANKUSA_STORE_KIND: "postgres", ANKUSA_STORE_POSTGRES_URL: "postgres://ankusa:pw-in-url@127.0.0.1:5432/ankusa" } })
+    )
+    expect(c.store.kind).toBe("postgres")
+    expect(JSON.stringify(Cfg.redact(c))).not.toContain("pw-in-url")
+    // The password from the environment joins a URL that has none, and only such a URL.
+    expect(postgresUrl({ ...c.store, postgres: { ...c.store.postgres, url: "postgres://ankusa@db:5432/a" } }, { [ENV_POSTGRES_PASSWORD]: "p@ss/w" })).toBe(
+      "postgres://ankusa:p%40ss%2Fw@db:5432/a"
+    )
+    expect(postgresUrl(c.store, { [ENV_POSTGRES_PASSWORD]: "other" })).toBe("postgres://ankusa:pw-in-url@127.0.0.1:5432/ankusa")
   })
 })

@@ -42,11 +42,14 @@ export interface World {
 
 export const storeDirOf = (dataDir: string) => path.join(dataDir, "store")
 
-/** The services on a RocksDB store in `<dataDir>/store`, the archive in `<dataDir>/archive`; an erase's unfinished jobs resume as it is built. */
-export const openWorld = (dataDir: string, erase: Erase.EraseOptions = {}) =>
+/**
+ * The services on a RocksDB store in `<dataDir>/store` (or the store `open` opens), the archive in
+ * `<dataDir>/archive`; an erase's unfinished jobs resume as it is built.
+ */
+export const openWorld = <E = never, R = never>(dataDir: string, erase: Erase.EraseOptions = {}, open?: Effect.Effect<StoreShape, E, R>) =>
   Effect.gen(function* () {
     const archiveDir = Archive.archiveDir(dataDir)
-    const store = yield* makeRocksDbStore(storeDirOf(dataDir))
+    const store = yield* (open ?? makeRocksDbStore(storeDirOf(dataDir)))
     const base = Layer.mergeAll(
       Queue.layer,
       Tenants.layer,

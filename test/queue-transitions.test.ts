@@ -1,8 +1,8 @@
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, type Scope } from "effect"
+import { Context, Effect, Layer, type Scope } from "effect"
 import fc from "fast-check"
 import * as Counters from "../src/domain/counters.js"
 import * as Deliveries from "../src/domain/deliveries.js"
@@ -11,9 +11,11 @@ import { del, merge, type Op } from "../src/domain/ops.js"
 import * as Tenants from "../src/domain/tenants.js"
 import { checkStore } from "../src/queue/format/check.js"
 import * as Queue from "../src/queue/queue.js"
-import type { StoreShape } from "../src/store/store.js"
 import { makeMemoryStore } from "../src/store/memory.js"
 import { makeRocksDbStore } from "../src/store/rocksdb.js"
+import { layerPostgres } from "../src/store/postgres.js"
+import { Store, type StoreShape } from "../src/store/store.js"
+import { type PgCluster, pgUnavailable, startCluster } from "./support/pg-cluster.js"
 import { allocAll, allocOps, commit, envelope } from "./queue-helpers.js"
 
 // ---------------------------------------------------------------------------
@@ -407,8 +409,23 @@ const stores: ReadonlyArray<StoreCase> = [
       Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-queue-"))),
       (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
     ).pipe(Effect.flatMap((dir) => makeRocksDbStore(dir)))
-  }
+  },
+  // Real concurrency on a server: the fibers' batches are transactions on several connections, merging the same counters.
+  ...(pgUnavailable === undefined
+    ? [{
+        name: "PostgreSQL",
+        open: Effect.promise(async () => {
+          cluster ??= await startCluster()
+          return cluster.createDatabase()
+        }).pipe(Effect.flatMap((url) => Effect.map(Layer.build(layerPostgres({ url })), Context.get(Store))))
+      }]
+    : [])
 ]
+
+let cluster: PgCluster | undefined
+afterAll(async () => {
+  await cluster?.stop()
+})
 
 describe("queue transitions", () => {
   it("counters equal a fold after any sequence of transitions", async () => {

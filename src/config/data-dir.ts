@@ -144,17 +144,17 @@ const probe = (dir: string): Effect.Effect<void, string> =>
   }).pipe(Effect.mapError((e) => (typeof e === "string" ? e : reasonOf(e))))
 
 /**
- * Check (and create) `dataDir` and `storeDir` (`<dataDir>/store`) before the
+ * Check (and create) `dataDir` and `storeDir` (`<dataDir>/store`; none on PostgreSQL) before the
  * store opens; refused with `config error at dataDir (<path>): <reason>`.
  */
-export const checkDataDir = (dataDir: string, storeDir: string): Effect.Effect<void, ConfigError> => {
+export const checkDataDir = (dataDir: string, storeDir: string | undefined): Effect.Effect<void, ConfigError> => {
   const dir = path.resolve(dataDir)
   return Effect.gen(function* () {
     const existing = yield* nearestExisting(dir)
     yield* refuseVirtual(existing)
     yield* create(existing, dir)
-    yield* create(dir, path.resolve(storeDir))
+    if (storeDir !== undefined) yield* create(dir, path.resolve(storeDir))
     yield* probe(dir)
-    yield* probe(path.resolve(storeDir))
+    if (storeDir !== undefined) yield* probe(path.resolve(storeDir))
   }).pipe(Effect.mapError((reason) => new ConfigError({ message: `config error at dataDir (${dir}): ${reason}` })))
 }

@@ -22,6 +22,8 @@ export const ENV: ReadonlyArray<{ readonly name: string; readonly path: Readonly
   { name: "ANKUSA_TENANTS_MAX", path: ["tenants", "max"], kind: "number" },
   { name: "ANKUSA_GAUGES_INTERVAL_MS", path: ["gauges", "intervalMs"], kind: "number" },
   { name: "ANKUSA_ARCHIVE_ENABLED", path: ["archive", "enabled"], kind: "boolean" },
+  { name: "ANKUSA_STORE_KIND", path: ["store", "kind"], kind: "string" },
+  { name: "ANKUSA_STORE_POSTGRES_URL", path: ["store", "postgres", "url"], kind: "string" },
   { name: "ANKUSA_SHUTDOWN_GRACE_MS", path: ["pipeline", "graceMs"], kind: "number" }
 ]
 

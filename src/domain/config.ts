@@ -8,6 +8,7 @@ import { Schema, SchemaTransformation } from "effect"
 import { Admin, Archive, AuditSettings, Dlq, QuarantineSettings } from "./config-lifecycle.js"
 import { BreakerSettings, EndpointsSettings, OperationsSettings, PortalSettings } from "./config-endpoints.js"
 import { Pipeline, Writer } from "./config-dispatch.js"
+import { Ha, redactUrl, Store } from "./config-store.js"
 import * as Endpoints from "./endpoints.js"
 import * as Limits from "./limits.js"
 import * as RetryPolicy from "./retry-policy.js"
@@ -187,10 +188,6 @@ const Ingest = Schema.Struct({
   maxBufferedBytes: withDefault(int(1, 4_096 * MiB), () => 64 * MiB)
 })
 
-const Store = Schema.Struct({
-  /** Free bytes on the store's filesystem below which ingest answers 503 `disk_reserve` (0: off). */
-  minFreeBytes: withDefault(int(0, Number.MAX_SAFE_INTEGER), () => 512 * MiB)
-})
 
 const Dedupe = Schema.Struct({
   windowMs: withDefault(int(1_000, 30 * 24 * 3_600_000), () => 24 * 3_600_000)
@@ -237,6 +234,7 @@ const Fields = Schema.Struct({
   dataDir: withDefault(Schema.String.check(Schema.isMinLength(1)), () => "./data"),
   ingest: withDefault(Ingest, () => Schema.decodeSync(Ingest)({})),
   store: withDefault(Store, () => Schema.decodeSync(Store)({})),
+  ha: withDefault(Ha, () => Schema.decodeSync(Ha)({})),
   dedupe: withDefault(Dedupe, () => Schema.decodeSync(Dedupe)({})),
   tenants: withDefault(Tenants, () => Schema.decodeSync(Tenants)({})),
   gauges: withDefault(Gauges, () => Schema.decodeSync(Gauges)({})),
@@ -301,6 +299,14 @@ export const Config = Fields.check(
     if (c.operations.sink !== undefined && !sinkNames.has(c.operations.sink)) issues.push({ path: ["operations", "sink"], issue: `no sink named ${JSON.stringify(c.operations.sink)}` })
     if (c.http.headersTimeoutMs > c.http.requestTimeoutMs) {
       issues.push({ path: ["http", "headersTimeoutMs"], issue: "must not exceed http.requestTimeoutMs" })
+    }
+    if (c.ha.renewMs * 2 >= c.ha.leaseMs) issues.push({ path: ["ha", "renewMs"], issue: "must be under half of ha.leaseMs" })
+    if (c.store.kind === "postgres" && c.store.postgres.url === "") {
+      issues.push({ path: ["store", "postgres", "url"], issue: "is required when store.kind is postgres" })
+    }
+    // Archive segments are files under dataDir: on PostgreSQL they would be the one thing a failover loses.
+    if (c.store.kind === "postgres" && c.archive.enabled) {
+      issues.push({ path: ["archive", "enabled"], issue: "the archive writes segments to the local disk; it is not available with store.kind postgres" })
     }
     if (c.admin.dlqPageDefault > c.admin.dlqPageMax) {
       issues.push({ path: ["admin", "dlqPageDefault"], issue: "must not exceed admin.dlqPageMax" })
@@ -370,5 +376,6 @@ export const redact = (c: Config): unknown => ({
     ...(s.secret === undefined ? {} : { secret: REDACTED })
   })),
   adminTokens: c.adminTokens.map((t) => ({ name: t.name, token: REDACTED, tenants: t.tenants })),
-  portal: c.portal.secret === undefined ? c.portal : { ...c.portal, secret: REDACTED }
+  portal: c.portal.secret === undefined ? c.portal : { ...c.portal, secret: REDACTED },
+  store: { ...c.store, postgres: { ...c.store.postgres, url: redactUrl(c.store.postgres.url) } }
 })

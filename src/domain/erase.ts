@@ -34,6 +34,8 @@ export interface EraseJob {
 }
 
 export const DONE = STEPS.length + 1
+/** The last step, before which the store scrubs what it deleted (`Store.scrub`). */
+export const TOMBSTONE_STEP = STEPS.indexOf("tombstone") + 1
 
 export const isDone = (j: EraseJob): boolean => j.step >= DONE
 

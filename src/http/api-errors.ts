@@ -109,7 +109,7 @@ export const TooMany429 = TooManyError.pipe(
 ).annotate({ description: "The tenant is past its ingest rate or its queued-bytes quota: retry after" })
 
 export class UnavailableError extends Schema.Error<UnavailableError>("Unavailable")({
-  error: Schema.Literals(["unavailable", "disk_reserve"]),
+  error: Schema.Literals(["unavailable", "disk_reserve", "standby"]),
   message: Schema.String,
   retryAfter: Schema.String
 }) {}
@@ -117,13 +117,13 @@ export class UnavailableError extends Schema.Error<UnavailableError>("Unavailabl
 /** 503 with `Retry-After` (seconds). */
 export const Unavailable503 = UnavailableError.pipe(
   HttpApiSchema.encodeToWithHeaders(
-    { body: body(503, ["unavailable", "disk_reserve"]), headers: { "retry-after": Schema.String } },
+    { body: body(503, ["unavailable", "disk_reserve", "standby"]), headers: { "retry-after": Schema.String } },
     {
       decode: ({ body, headers }) => new UnavailableError({ ...body, retryAfter: headers["retry-after"] }),
       encode: (e) => ({ body: { error: e.error, message: e.message }, headers: { "retry-after": e.retryAfter } })
     }
   )
-).annotate({ description: "The node is starting or stopping, the store failed, or its disk is under store.minFreeBytes: retry" })
+).annotate({ description: "The node is starting, stopping or a standby, the store failed, or its disk is under store.minFreeBytes: retry" })
 
 /** The wire error of each edge error (its status as errors.ts maps it). */
 export type WireOf<E> = E extends { readonly _tag: "BadRequest" } ? BadRequestError
@@ -162,7 +162,7 @@ export const toApi = <E extends AdminError>(e: E): WireOf<E> => {
       case 429:
         return new TooManyError({ error: r.body.error as TooManyError["error"], message, retryAfter: r.headers["retry-after"] ?? "" })
       case 503:
-        return new UnavailableError({ error: r.body.error === "disk_reserve" ? "disk_reserve" : "unavailable", message, retryAfter: r.headers["retry-after"] ?? "" })
+        return new UnavailableError({ error: r.body.error === "disk_reserve" || r.body.error === "standby" ? r.body.error : "unavailable", message, retryAfter: r.headers["retry-after"] ?? "" })
     }
     throw new Error(`no wire error for ${e._tag} (status ${r.status})`)
   })()

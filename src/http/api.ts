@@ -179,7 +179,7 @@ const AuditItem = Schema.Struct({
 export class NotReadyYet extends Schema.Error<NotReadyYet>("NotReadyYet")(
   {
     ready: Schema.Literal(false),
-    phase: Schema.Literals(["starting", "migrating", "recovering", "stopping", "store_unavailable", "disk_reserve"])
+    phase: Schema.Literals(["starting", "standby", "migrating", "recovering", "stopping", "store_unavailable", "disk_reserve"])
   },
   { httpApiStatus: 503 }
 ) {}

@@ -85,6 +85,7 @@ export type Outcome =
   | "tenant_quota"
   | "disk_reserve"
   | "busy"
+  | "standby"
 
 export const OUTCOMES: ReadonlyArray<Outcome> = [
   "accepted",
@@ -101,7 +102,8 @@ export const OUTCOMES: ReadonlyArray<Outcome> = [
   "tenant_rate",
   "tenant_quota",
   "disk_reserve",
-  "busy"
+  "busy",
+  "standby"
 ]
 
 /** Retry-After (seconds) of a tenant_limit refusal (TEN-1 §2). */
@@ -110,6 +112,8 @@ export const TENANT_LIMIT_RETRY_AFTER_S = 300
 export const OVERLOADED_RETRY_AFTER_S = 1
 /** Retry-After (seconds) when the store fails a write, or the node is starting or stopping. */
 export const UNAVAILABLE_RETRY_AFTER_S = 5
+/** Retry-After (seconds) from a standby: about one standby poll plus a boot's recovery. */
+export const STANDBY_RETRY_AFTER_S = 2
 
 /** Retry-After (seconds) of a tenant_quota refusal: the tenant's queue drains at its sinks' pace. */
 export const TENANT_QUOTA_RETRY_AFTER_S = 10
@@ -141,6 +145,12 @@ const refusal = (
 
 /** The store's own words for a failed write that mean its disk is full (RocksDB's IO error text). */
 const NO_SPACE = /No space left on device|ENOSPC/
+
+/** A standby is told so: a proxy or a client sends the request to the shard's active node. */
+const notReady = (e: NotReady): Refusal =>
+  e.phase === "standby"
+    ? refusal(503, "standby", "standby", "this node is a standby; the shard's active node takes writes", { "retry-after": String(STANDBY_RETRY_AFTER_S) })
+    : refusal(503, "unavailable", "unavailable", `the node is ${e.phase}`, { "retry-after": String(UNAVAILABLE_RETRY_AFTER_S) })
 
 export const refusalOf = (e: EdgeError): Refusal => {
   switch (e._tag) {
@@ -190,7 +200,7 @@ export const refusalOf = (e: EdgeError): Refusal => {
     case "StoreCheckBusy":
       return refusal(503, "unavailable", "bad_request", "a store check is already running", { "retry-after": String(UNAVAILABLE_RETRY_AFTER_S) })
     case "NotReady":
-      return refusal(503, "unavailable", "unavailable", `the node is ${e.phase}`, { "retry-after": String(UNAVAILABLE_RETRY_AFTER_S) })
+      return notReady(e)
     case "TenantRate":
       return refusal(429, "tenant_rate", "tenant_rate", `this tenant may send ${e.perSec} hooks a second`, {
         "retry-after": String(e.retryAfterS)

@@ -18,7 +18,8 @@ import { NotReady } from "./errors.js"
 /** What ingest and admin handlers run with. */
 export type ApiServices = Writer | Queue | Tenants | Replay | Quarantine | Audit | Limits | Endpoints
 
-export type Phase = "starting" | "migrating" | "recovering" | "ready" | "stopping"
+/** `standby`: another node holds the store's lease (src/ha/lease.ts); this one waits to take over. */
+export type Phase = "starting" | "standby" | "migrating" | "recovering" | "ready" | "stopping"
 
 /**
  * `f` of the services context in force, worked out once per context: the gate's context changes

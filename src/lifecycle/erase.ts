@@ -90,6 +90,8 @@ export const make = (options: EraseOptions = {}) =>
         let job = first
         while (!E.isDone(job)) {
           const before = job
+          // Before the tombstone (steps 3 to 6 deleted every body): what the store still keeps of deleted rows goes.
+          if (job.step === E.TOMBSTONE_STEP) yield* store.scrub
           job = yield* runUnit(ctx, job)
           if (job !== before && options.afterUnit !== undefined) yield* options.afterUnit(job)
         }

@@ -116,7 +116,7 @@ const fixtureCommand = Command.make(
 ).pipe(Command.withDescription("Write the standard fixture store as a .tar.zst archive"))
 
 const checkCommand = Command.make("check", { config: configFile, dataDir }, (a) =>
-  withStore((s) => Effect.flatMap(s.resolve(a.config, a.dataDir), (c) => s.check(c.dir)))
+  withStore((s) => Effect.flatMap(s.resolve(a.config, a.dataDir), (c) => (c.postgres === undefined ? s.check(c.dir) : s.checkPostgres(c.postgres.url, c.postgres.schema))))
 ).pipe(Command.withDescription("Check every counter against a fold of the families, and the layout's invariants"))
 
 const liftEraseCommand = Command.make(

@@ -3,10 +3,11 @@
  * server, the Writer, the dispatch pipeline, the gauge tick, the store
  * health and process memory gauges, quarantine and audit pruning, the dedupe
  * sweep, the DLQ ceiling, archive and reclaim, on the RocksDB store in
- * `<dataDir>/store`.
+ * `<dataDir>/store` or, with `store.kind: postgres`, on PostgreSQL (docs/storage.md).
  *
  * Boot, in order (docs/deployment.md "Boot and shutdown"): open the store;
- * bind HTTP with the gate closed (`/healthz` answers, `/readyz` is 503);
+ * bind HTTP with the gate closed (`/healthz` answers, `/readyz` is 503); on a
+ * shared store, take its lease (a standby waits there, src/ha/lease.ts);
  * run the migrations; return inflight rows to due (`recoverInflight`) BEFORE
  * the pipeline starts; start the Writer, the pipeline and the background
  * fibers; open the gate. Shutdown (SIGTERM/SIGINT through `NodeRuntime.runMain`
@@ -16,7 +17,7 @@
  * recovery), the Writer commits what it holds, the server closes, the store
  * closes.
  */
-import { Clock, Duration, Effect, Layer, References } from "effect"
+import { Clock, Duration, Effect, Layer, Redacted, References } from "effect"
 import { HttpServer } from "effect/http"
 import * as path from "node:path"
 import { type Config, type LogLevel, resolveUrl } from "../domain/config.js"
@@ -33,6 +34,7 @@ import * as Erase from "../lifecycle/erase.js"
 import * as EventLoopMetrics from "../observability/event-loop-metrics.js"
 import * as Gauges from "../observability/gauges.js"
 import * as Gate from "../http/gate.js"
+import * as Lease from "../ha/lease.js"
 import * as Http from "../http/server.js"
 import * as LifecycleMetrics from "../observability/lifecycle-metrics.js"
 import * as Endpoints from "../queue/endpoints.js"
@@ -50,6 +52,8 @@ import * as Reclaim from "../lifecycle/reclaim.js"
 import * as Replay from "../queue/replay.js"
 import * as StoreCheck from "../queue/format/check-service.js"
 import * as StoreHealth from "../observability/store-health.js"
+import { postgresUrl, redactUrl } from "../domain/config-store.js"
+import { layerPostgres } from "../store/postgres.js"
 import { layerRocksDb } from "../store/rocksdb.js"
 import { Store } from "../store/store.js"
 import * as Tenants from "../queue/tenants.js"
@@ -92,11 +96,28 @@ const origin = Effect.map(HttpServer.HttpServer, (server) => Http.originOf(serve
 const setPhase = (phase: Parameters<Gate.GateShape["setPhase"]>[0]) =>
   Layer.effectDiscard(Effect.flatMap(Gate.Gate, (gate) => gate.setPhase(phase)))
 
+/** The store's layer: RocksDB in `storeDir`, or PostgreSQL at the URL (its password from the environment when the URL has none). */
+export const storeLayer = (config: Config, storeDir: string, env: Readonly<Record<string, string | undefined>>) =>
+  config.store.kind === "postgres"
+    ? layerPostgres({
+        url: Redacted.make(postgresUrl(config.store, env)),
+        schema: config.store.postgres.schema,
+        maxConnections: config.store.postgres.maxConnections,
+        connectTimeoutMs: config.store.postgres.connectTimeoutMs
+      })
+    : layerRocksDb(storeDir)
+
+/** Where the store is, as the logs say it: the directory, or the database's URL without its password. */
+const storeWhere = (config: Config, storeDir: string) =>
+  config.store.kind === "postgres" ? redactUrl(config.store.postgres.url) : storeDir
+
 /**
  * 1. The store, in the directory `checkDataDir` made (refuses a newer format, or a store another
- * process holds), and `store check` on it for `POST /v1/store/check` (behind the gate like all admin).
+ * process holds) or in PostgreSQL, and `store check` on it for `POST /v1/store/check` (behind the
+ * gate like all admin).
  */
-const store = (storeDir: string) => layerRocksDb(storeDir).pipe(andThen(StoreCheck.layer))
+const store = (config: Config, storeDir: string, env: Readonly<Record<string, string | undefined>>) =>
+  storeLayer(config, storeDir, env).pipe(andThen(StoreCheck.layer))
 
 /** 2. HTTP, gate closed: /healthz and /readyz answer during the rest of boot. */
 const http = (config: Config, dataDir: string) =>
@@ -105,6 +126,23 @@ const http = (config: Config, dataDir: string) =>
     andThen(Layer.effectDiscard(
       Effect.flatMap(origin, (address) => Effect.logInfo("listening; booting").pipe(Effect.annotateLogs({ address, dataDir })))
     ))
+  )
+
+/**
+ * 2b. The store's lease, on a store several nodes share (PostgreSQL): a standby waits here, its
+ * gate saying `standby`, and nothing before this step writes. Losing the lease later stops the
+ * node (its service manager starts it again, as a standby).
+ */
+const lease = (config: Config) =>
+  Layer.unwrap(
+    Effect.map(Gate.Gate, (gate) =>
+      Lease.layer(
+        config.ha,
+        gate.setPhase("standby"),
+        // No drain: nothing this node sends can commit any more, and what it acknowledged is in the store.
+        Effect.andThen(gate.setPhase("stopping"), Effect.sync(() => process.exit(Lease.EXIT_STEPPED_DOWN)))
+      )
+    )
   )
 
 /** 3. Migrations (readyz stays false until they are done). */
@@ -141,7 +179,11 @@ const services = (config: Config, dataDir: string, storeDir: string) => {
     andThen(Tenants.layer),
     andThen(Limits.layer(config.tenants.limits)),
     andThen(QueuedBytes.layer),
-    andThen(Layer.unwrap(Effect.map(Live.LiveConfig, (live) => DiskReserve.layer({ dir: storeDir, minFreeBytes: () => live.get().config.store.minFreeBytes })))),
+    andThen(Layer.unwrap(Effect.map(Live.LiveConfig, (live) => DiskReserve.layer({
+      dir: storeDir,
+      // The reserve guards RocksDB's own disk; PostgreSQL's disk is the database server's.
+      minFreeBytes: () => (config.store.kind === "postgres" ? 0 : live.get().config.store.minFreeBytes)
+    })))),
     // The attempt log hears the endpoints' changes (a deleted or disabled endpoint's log is dropped).
     andThen(Layer.provideMerge(AttemptLog.layer, Endpoints.layer)),
     // The operational events go through the Writer (src/delivery/operations.ts).
@@ -194,7 +236,8 @@ const open = (config: Config, dataDir: string, storeDir: string) =>
         Effect.annotateLogs({
           address: yield* origin,
           dataDir,
-          store: storeDir,
+          store: storeWhere(config, storeDir),
+          storeKind: config.store.kind,
           format,
           tenants,
           families: familiesOf(format).map((f) => f.name),
@@ -216,8 +259,9 @@ export const serve = (config: Config, options: ConfigLoader.LoadOptions = {}) =>
   const storeDir = storeDirOf(dataDir)
   // First: SIGHUP reloads from here on (docs/configuration.md "Reloading"), never ends the process.
   const launched = Live.layer(config, options).pipe(
-    andThen(store(storeDir)),
+    andThen(store(config, storeDir, options.env ?? process.env)),
     andThen(http(config, dataDir)),
+    andThen(lease(config)),
     andThen(migrations(config)),
     andThen(recovery),
     andThen(services(config, dataDir, storeDir)),
@@ -225,7 +269,7 @@ export const serve = (config: Config, options: ConfigLoader.LoadOptions = {}) =>
     Layer.launch,
     Effect.ensuring(Effect.logInfo("stopped"))
   )
-  return Effect.andThen(checkDataDir(dataDir, storeDir), launched)
+  return Effect.andThen(checkDataDir(dataDir, config.store.kind === "postgres" ? undefined : storeDir), launched)
 }
 
 /** Load the configuration (refusing a bad one with the key named), then serve with its logger. */

@@ -11,7 +11,7 @@
  * The store is `<dataDir>/store` (`storeDirOf`); dataDir comes from the
  * configuration (`--config`, `ANKUSA_DATA_DIR`, `--data-dir`).
  */
-import { Console, Data, Effect, Option } from "effect"
+import { Console, Data, Effect, Option, Redacted } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -23,6 +23,8 @@ import * as Migrate from "../queue/format/migrate.js"
 import * as Archive from "../store/tarball.js"
 import { CURRENT_FORMAT } from "../store/open.js"
 import { makeRocksDbStore } from "../store/rocksdb.js"
+import { openPostgresStore } from "../store/postgres.js"
+import { postgresUrl } from "../domain/config-store.js"
 import type { StoreOpenError } from "../store/store.js"
 
 /** Progress lines of `store migrate`, at most one per interval. */
@@ -142,9 +144,22 @@ export const check = (dir: string) =>
     if (result.corruptions > 0) return yield* Effect.fail(new CheckFailed({ differences: result.corruptions }))
   }).pipe(Effect.catchTag("StoreLocked", () => Effect.fail(new CheckNodeRunning({ dir }))))
 
-/** The store directory and the tenant limit from the configuration (`--config`, `--data-dir`). */
+/**
+ * `store check` on PostgreSQL (`store.kind: postgres`): the same check over the database. No lock
+ * keeps a running node out, so a node writing meanwhile shows as differences: check a running
+ * node through `POST /v1/store/check`, which accounts for the writes in flight.
+ */
+export const checkPostgres = (url: string, schema: string) =>
+  Effect.gen(function* () {
+    const result = yield* Effect.scoped(Effect.flatMap(openPostgresStore({ url: Redacted.make(url), schema }), runCheck))
+    yield* Console.log(formatResult(result))
+    if (result.corruptions > 0) return yield* Effect.fail(new CheckFailed({ differences: result.corruptions }))
+  })
+
+/** The store (directory, or database) and the tenant limit from the configuration (`--config`, `--data-dir`). */
 export const resolve = (config: Option.Option<string>, dir: Option.Option<string>) =>
   Effect.map(Config.load({ file: Option.getOrUndefined(config), dataDir: Option.getOrUndefined(dir) }), (c) => ({
     dir: storeDirOf(c.dataDir),
-    maxTenants: c.tenants.max
+    maxTenants: c.tenants.max,
+    postgres: c.store.kind === "postgres" ? { url: postgresUrl(c.store, process.env), schema: c.store.postgres.schema } : undefined
   }))

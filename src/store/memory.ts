@@ -200,7 +200,8 @@ export const makeMemoryStore = (opts: MemoryOptions = {}): Effect.Effect<StoreSh
       // Nothing stalls and nothing is on disk: a healthy, empty store.
       health: Effect.succeed(memoryHealth),
       resetStats: stats.reset,
-      marks
+      marks,
+      scrub: Effect.void
     }
     return store
   })

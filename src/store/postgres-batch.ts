@@ -10,7 +10,7 @@
 import { asBuffer, compare } from "../domain/keys.js"
 import { type Batch, type ColumnFamily, decodeInt64LE } from "../domain/ops.js"
 import type { Range } from "./store.js"
-import { Tables, tableOf } from "./postgres-schema.js"
+import { fenceFunctionOf, Tables, tableOf } from "./postgres-schema.js"
 
 type Final =
   | { readonly tag: "put"; readonly value: Uint8Array }
@@ -187,7 +187,7 @@ const familyParts = (
  * nothing. An unsynced batch sets `synchronous_commit` off for its own transaction only
  * (`set_config(..., true)` is `SET LOCAL`): the commit does not wait for the WAL flush.
  */
-export const batchStatement = (schema: string, batch: Batch, sync: boolean): Statement | undefined => {
+export const batchStatement = (schema: string, batch: Batch, sync: boolean, fence?: bigint): Statement | undefined => {
   const params: Array<unknown> = []
   const param = (value: unknown) => {
     params.push(value)
@@ -199,8 +199,11 @@ export const batchStatement = (schema: string, batch: Batch, sync: boolean): Sta
   for (const cf of [...folded.keys()].sort()) parts.push(...familyParts(schema, cf, folded.get(cf)!, param))
   if (parts.length === 0) return undefined
   const ctes = (ps: ReadonlyArray<string>) => (ps.length === 0 ? "" : `WITH ${ps.map((p, i) => `w${i} AS (${p})`).join(", ")} `)
-  const sql = sync
-    ? ctes(parts.slice(0, -1)) + parts[parts.length - 1]!
-    : ctes(parts) + "SELECT set_config('synchronous_commit', 'off', true)"
+  // Fenced (a lease holder's batch): the main query calls the fence, whose failure aborts every part.
+  const last = [
+    ...(fence === undefined ? [] : [`${fenceFunctionOf(schema)}(${param(fence.toString())}::bigint)`]),
+    ...(sync ? [] : ["set_config('synchronous_commit', 'off', true)"])
+  ]
+  const sql = last.length === 0 ? ctes(parts.slice(0, -1)) + parts[parts.length - 1]! : ctes(parts) + `SELECT ${last.join(", ")}`
   return { sql, params }
 }

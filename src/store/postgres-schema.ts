@@ -7,8 +7,12 @@
  */
 import { type ColumnFamily, ColumnFamilies } from "../domain/ops.js"
 
-/** The layout of the tables this build creates and reads; a database stamped higher is refused. */
-export const POSTGRES_SCHEMA_VERSION = 1
+/**
+ * The layout of the tables this build creates and reads; a database stamped higher is refused.
+ * 2: the lease row and the fence function (docs/architecture.md "High availability"); a version 1
+ * database gets them at its next open.
+ */
+export const POSTGRES_SCHEMA_VERSION = 2
 
 /** The PostgreSQL schema (namespace) that holds the tables unless the options name another. */
 export const DEFAULT_POSTGRES_SCHEMA = "ankusa"
@@ -53,8 +57,41 @@ export const tablesDdl = (schema: string): ReadonlyArray<string> => [
     const t = Tables[cf]
     return `CREATE TABLE ${tableOf(schema, cf)} (k bytea PRIMARY KEY, v ${t.value} NOT NULL)${t.with === undefined ? "" : ` WITH (${t.with})`}`
   }),
+  ...leaseDdl(schema),
   `INSERT INTO ${metaTableOf(schema)} (name, value) VALUES ('${SCHEMA_VERSION_ROW}', ${POSTGRES_SCHEMA_VERSION})`
 ]
+
+export const leaseTableOf = (schema: string): string => `${quoteIdent(schema)}."lease"`
+export const fenceFunctionOf = (schema: string): string => `${quoteIdent(schema)}."fence"`
+
+/** The SQLSTATE a fenced commit fails with: its lease epoch is no longer the current one. */
+export const FENCED_SQLSTATE = "AKF01"
+
+/** A session advisory lock the lease's holder keeps on its lease connection: a standby that gets it knows that session ended. */
+export const LEASE_LOCK_KEY = 0x616e6b6c // "ankl"
+
+/**
+ * The lease (one row: the epoch, its holder, its expiry on the server's clock) and the fence a
+ * fenced batch calls: it share-locks the row, so a takeover's update of the epoch waits for the
+ * commits under the old epoch, and a commit after the takeover finds the new epoch and fails.
+ */
+export const leaseDdl = (schema: string): ReadonlyArray<string> => [
+  `CREATE TABLE IF NOT EXISTS ${leaseTableOf(schema)} (id int PRIMARY KEY CHECK (id = 1), epoch bigint NOT NULL, holder text, expires_at timestamptz NOT NULL)`,
+  `INSERT INTO ${leaseTableOf(schema)} (id, epoch, holder, expires_at) VALUES (1, 0, NULL, '-infinity') ON CONFLICT (id) DO NOTHING`,
+  `CREATE OR REPLACE FUNCTION ${fenceFunctionOf(schema)}(e bigint) RETURNS void LANGUAGE plpgsql AS $fence$
+   BEGIN
+     PERFORM 1 FROM ${leaseTableOf(schema)} WHERE id = 1 AND epoch = e FOR SHARE;
+     IF NOT FOUND THEN
+       RAISE EXCEPTION 'fenced: lease epoch % is no longer current', e USING ERRCODE = '${FENCED_SQLSTATE}';
+     END IF;
+   END $fence$`
+]
+
+/** A version 1 database at its next open: the lease and the fence, then the stamp. */
+export const upgradeDdl = (schema: string, from: number): ReadonlyArray<string> =>
+  from >= POSTGRES_SCHEMA_VERSION
+    ? []
+    : [...leaseDdl(schema), `UPDATE ${metaTableOf(schema)} SET value = ${POSTGRES_SCHEMA_VERSION} WHERE name = '${SCHEMA_VERSION_ROW}'`]
 
 export const readSchemaVersion = (schema: string): string =>
   `SELECT value FROM ${metaTableOf(schema)} WHERE name = '${SCHEMA_VERSION_ROW}'`

@@ -22,10 +22,13 @@ import {
   readSchemaVersion,
   SCHEMA_LOCK_KEY,
   tableOf,
-  tablesDdl
+  tablesDdl,
+  upgradeDdl
 } from "./postgres-schema.js"
+import { makeRoundTrips, readHealth, type RoundTrips } from "./postgres-health.js"
 import { makeStats } from "./stats.js"
-import { type Entry, type Range, Store, StoreError, StoreFormatNewer, type StoreHealth, type StoreShape } from "./store.js"
+import { makeLease } from "./postgres-lease.js"
+import { type Entry, type LeaseOps, type Range, Store, StoreError, StoreFormatNewer, type StoreShape } from "./store.js"
 import { makeWriteMarks, summarize } from "./write-marks.js"
 
 export interface PostgresOptions {
@@ -102,13 +105,30 @@ export const makePostgresStore = (options: PostgresOptions) =>
       url: Redacted.make(url),
       maxConnections: options.maxConnections ?? DEFAULT_POSTGRES_MAX_CONNECTIONS,
       connectTimeout: `${options.connectTimeoutMs ?? DEFAULT_POSTGRES_CONNECT_TIMEOUT_MS} millis`,
+      // A checkout waits at most as long as a connect: with the database gone, a write fails instead of queueing for good.
+      acquireTimeout: `${options.connectTimeoutMs ?? DEFAULT_POSTGRES_CONNECT_TIMEOUT_MS} millis`,
       applicationName: "ankusa",
       startupParameters: { synchronous_commit: options.synchronousCommit ?? "on" }
     }).pipe(Effect.mapError(errorOf("open", password, targetOf(url))))
     yield* openSchema(sql, schema).pipe(
       Effect.mapError((e) => (e._tag === "StoreFormatNewer" ? e : errorOf("open", password, targetOf(url))(e)))
     )
-    return yield* makeStore(sql, schema, supported, open, fail)
+    // The lease's own session (postgres-lease.ts): one connection, kept while the store is open.
+    const leaseSql = yield* PgClient.make({
+      url: Redacted.make(url),
+      maxConnections: 1,
+      minConnections: 1,
+      idleTimeout: "1 days",
+      connectTimeout: `${options.connectTimeoutMs ?? DEFAULT_POSTGRES_CONNECT_TIMEOUT_MS} millis`,
+      acquireTimeout: `${options.connectTimeoutMs ?? DEFAULT_POSTGRES_CONNECT_TIMEOUT_MS} millis`,
+      applicationName: "ankusa-lease"
+    }).pipe(Effect.mapError(errorOf("open", password, targetOf(url))))
+    let fence: bigint | undefined
+    const lease = makeLease(leaseSql, schema, fail, (epoch) => void (fence = epoch))
+    return yield* makeStore(sql, schema, supported, open, fail, makeRoundTrips(options.maxConnections ?? DEFAULT_POSTGRES_MAX_CONNECTIONS), {
+      lease,
+      fence: () => fence
+    })
   })
 
 /** Under an advisory lock, in one transaction: the meta table, the fence, and a new store's tables. */
@@ -124,7 +144,7 @@ const openSchema = (sql: SqlClient, schema: string) =>
       if (found !== undefined && found > POSTGRES_SCHEMA_VERSION) {
         return yield* Effect.fail(new StoreFormatNewer({ found, supported: POSTGRES_SCHEMA_VERSION, of: "postgres schema" }))
       }
-      if (found === undefined) for (const ddl of tablesDdl(schema)) yield* sql.unsafe(ddl).raw
+      for (const ddl of found === undefined ? tablesDdl(schema) : upgradeDdl(schema, found)) yield* sql.unsafe(ddl).raw
     })
   )
 
@@ -133,14 +153,16 @@ const makeStore = (
   schema: string,
   supported: number,
   open: ReadonlySet<ColumnFamily>,
-  fail: (op: string) => (e: unknown) => StoreError
+  fail: (op: string) => (e: unknown) => StoreError,
+  trips: RoundTrips,
+  ha: { readonly lease: LeaseOps; readonly fence: () => bigint | undefined }
 ) =>
   Effect.gen(function* () {
     const stats = makeStats()
     const marks = makeWriteMarks()
     const table = (cf: ColumnFamily) => tableOf(schema, cf)
     const values = (op: string, text: string, params: ReadonlyArray<unknown>): Effect.Effect<Values, StoreError> =>
-      sql.unsafe(text, params).values.pipe(Effect.mapError(fail(op)))
+      trips.time(sql.unsafe(text, params).values).pipe(Effect.mapError(fail(op)))
     const refuse = (op: string, cf: ColumnFamily) =>
       open.has(cf) ? undefined : new StoreError({ op, message: `column family ${cf} is not open in a format ${supported} build` })
     // Counters hold bigint totals; every other read gives back RocksDB's bytes.
@@ -148,12 +170,12 @@ const makeStore = (
       cf === "counters" ? Buffer.from(encodeInt64LE(v as bigint)) : bytesOf(v)
 
     const commit = (batch: Batch, sync: boolean): Effect.Effect<void, StoreError> => {
-      const stmt = batchStatement(schema, batch, sync)
+      const stmt = batchStatement(schema, batch, sync, ha.fence())
       if (stmt === undefined) return Effect.void
-      const once = sql.unsafe(stmt.sql, stmt.params).raw
+      const once = trips.time(sql.unsafe(stmt.sql, stmt.params).raw)
       const attempt = (left: number): Effect.Effect<void, StoreError> =>
         once.pipe(
-          Effect.asVoid,
+          Effect.andThen(Effect.sync(trips.committed)),
           Effect.catch((e) => (left > 0 && isDeadlock(e) ? attempt(left - 1) : Effect.fail(fail("write")(e))))
         )
       return attempt(POSTGRES_DEADLOCK_RETRIES)
@@ -244,40 +266,20 @@ const makeStore = (
         }),
       format: readFormat,
       stats: stats.snapshot,
-      health: health(values, schema),
+      health: readHealth(values, schema, trips),
       resetStats: stats.reset,
-      marks
+      marks,
+      lease: ha.lease,
+      // VACUUM FULL writes each table anew and drops its old files: a deleted row's bytes go with them.
+      scrub: Effect.forEach([...open], (cf) => Effect.asVoid(values("scrub", `VACUUM (FULL) ${table(cf)}`, [])), { discard: true })
     }
     return store
   })
-
-/**
- * PostgreSQL has no write stall of its own to report: writes wait on locks or the WAL, never on a
- * compaction. The disk is the tables' size (heap, indexes and TOAST) as `sst`; the server's WAL is
- * shared by every database on it, so `wal` is 0.
- */
-const health = (
-  values: (op: string, text: string, params: ReadonlyArray<unknown>) => Effect.Effect<Values, StoreError>,
-  schema: string
-): Effect.Effect<StoreHealth, StoreError> =>
-  Effect.map(
-    values(
-      "health",
-      `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint, count(*)::int FROM pg_class c
-       JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'`,
-      [schema]
-    ),
-    ([row]): StoreHealth => ({
-      writeStopped: false,
-      delayedWriteRate: 0,
-      backgroundErrors: 0,
-      runningCompactions: 0,
-      runningFlushes: 0,
-      disk: { sst: Number(row?.[0] ?? 0), wal: 0, other: 0, files: Number(row?.[1] ?? 0), truncated: false }
-    })
-  )
 
 /** The PostgreSQL store at `options.url`, its pool open for the layer's scope. */
 export const layerPostgres = (options: PostgresOptions): Layer.Layer<Store, StoreError | StoreFormatNewer> =>
   Layer.effect(Store, makePostgresStore(options)).pipe(Layer.provide(Reactivity.layer))
 
+
+/** The store for a scope of its own (the CLI, tests): the pool closes with the scope. */
+export const openPostgresStore = (options: PostgresOptions) => makePostgresStore(options).pipe(Effect.provide(Reactivity.layer))

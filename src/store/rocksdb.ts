@@ -204,7 +204,8 @@ const makeStore = (
       stats: stats.snapshot,
       health: readHealth(db, dir),
       resetStats: stats.reset,
-      marks
+      marks,
+      scrub: Effect.void
     }
     return store
   })

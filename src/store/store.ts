@@ -61,6 +61,41 @@ export interface StoreHealth {
   readonly runningCompactions: number
   readonly runningFlushes: number
   readonly disk: StoreDisk
+  /** A store in a database server (PostgreSQL): its round trips, pool, errors and replication. */
+  readonly database?: DatabaseHealth
+}
+
+/** The lease of a shared store (src/ha/lease.ts drives it; docs/architecture.md "High availability"). */
+export interface LeaseOps {
+  /** Take the lease if it expired, has no holder, or its holder's session ended: the new epoch, or undefined. */
+  readonly tryAcquire: (holder: string, leaseMs: number) => Effect.Effect<bigint | undefined, StoreError>
+  /** Extend the lease by `leaseMs` from now (the server's clock); false once another node took it. */
+  readonly renew: (holder: string, epoch: bigint, leaseMs: number) => Effect.Effect<boolean, StoreError>
+  /** Give the lease up (shutdown): a standby takes it at its next try. */
+  readonly release: (holder: string, epoch: bigint) => Effect.Effect<void, StoreError>
+  /** From now on every batch commits only while `epoch` is the lease's: after a takeover each one fails. */
+  readonly fence: (epoch: bigint) => Effect.Effect<void>
+}
+
+/** What a database-backed store's errors are counted as. */
+export type ErrorKind = "connection" | "timeout" | "deadlock" | "fenced" | "server" | "other"
+
+export interface DatabaseHealth {
+  /** Connections the pool may open. */
+  readonly poolMax: number
+  /** Statements in flight now (each holds a connection). */
+  readonly inflight: number
+  /** Round trips since open, and their total time. */
+  readonly roundTrips: number
+  readonly roundTripSeconds: number
+  /** Batches this node committed since open (a standby's stays 0). */
+  readonly commits: number
+  /** The slowest round trip since the last reading. */
+  readonly slowestSeconds: number
+  /** Failed round trips since open, by kind. */
+  readonly errors: Readonly<Record<ErrorKind, number>>
+  /** The standbys the server streams to (`pg_stat_replication`): state, sync state and bytes of WAL not replayed yet. */
+  readonly replicas: ReadonlyArray<{ readonly name: string; readonly state: string; readonly syncState: string; readonly replayLagBytes: number }>
 }
 
 export class StoreError extends Data.TaggedError("StoreError")<{
@@ -136,6 +171,14 @@ export interface StoreShape {
   /** Write stalls, background work and the size on disk, read now. */
   readonly health: Effect.Effect<StoreHealth, StoreError>
   readonly resetStats: Effect.Effect<void>
+  /**
+   * Rewrite the store's files so that values deleted so far leave them (TEN-5 physical erasure,
+   * docs/storage.md). RocksDB and memory: nothing here (RocksDB's bound is a restart and the
+   * compactions it starts); PostgreSQL: `VACUUM FULL` of each table, one at a time.
+   */
+  readonly scrub: Effect.Effect<void, StoreError>
+  /** A store several nodes may open (PostgreSQL): the lease that makes one of them the writer. RocksDB's own lock does that for it. */
+  readonly lease?: LeaseOps
   /** Which tenants' counters the writes since a mark merged (write-marks.ts: the live store check). */
   readonly marks: WriteMarks
 }

@@ -136,9 +136,18 @@ const keysOf = (store: StoreShape, family: K.Family, decode: (k: Uint8Array) => 
 
 /** Open the killed server's store (as its restart would), check it, and trace every acknowledged row. */
 export const inspect = (storeDir: string, acked: ReadonlyArray<Acked>, delivered: ReadonlySet<string>) =>
+  inspectStore(makeRocksDbStore(storeDir, { commitThread: "main" }), acked, delivered)
+
+/** `inspect` on a store `open` opens for the check's scope (any layer), for the hooks' `sinks` in fan-out order. */
+export const inspectStore = <E, R>(
+  open: Effect.Effect<StoreShape, E, R>,
+  acked: ReadonlyArray<Acked>,
+  delivered: ReadonlySet<string>,
+  sinks: ReadonlyArray<string> = SINKS
+) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const store = yield* makeRocksDbStore(storeDir, { commitThread: "main" })
+      const store = yield* open
       const report = yield* checkStore(store)
       const due = yield* keysOf(store, K.Families.due, K.decodeDueKey)
       const inflight = yield* keysOf(store, K.Families.inflight, K.decodeInflightKey)
@@ -152,7 +161,7 @@ export const inspect = (storeDir: string, acked: ReadonlyArray<Acked>, delivered
           ords.set(h.tenant, v === undefined ? undefined : K.decodeU32(v))
         }
         const ord = ords.get(h.tenant)
-        SINKS.forEach((name, sink) => {
+        sinks.forEach((name, sink) => {
           const key = `${ord}/${h.seq}/${sink}`
           if (name === "ok" && delivered.has(h.id)) traces.delivered++
           else if (due.has(key)) traces.due++

@@ -4,7 +4,8 @@
  * `postgres` binary listening on 127.0.0.1 alone, on a free port, its socket in that directory.
  * PostgreSQL refuses to run as root: as root (CI) both run as the `postgres` user, who owns the
  * directory. `stop` ends the server by its own PID (a fast shutdown, then SIGKILL past a bound)
- * and removes the directory; an exiting test process kills it too.
+ * and removes the directory; an exiting test process kills it too. Tests run it without fsync;
+ * `startCluster({ durable: true })` keeps PostgreSQL's defaults (the benches time synced commits).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { chownSync, existsSync, mkdtempSync, rmSync } from "node:fs"
@@ -37,11 +38,23 @@ export interface PgCluster {
   /** The connection URL of `database` (no password: trust auth). */
   readonly url: (database?: string) => string
   readonly port: number
+  /** The postmaster's PID (the server's other processes are its children). */
+  readonly pid: () => number
+  /** The cluster's data directory (PGDATA): where the tables' files are. */
+  readonly dataDir: string
   /** A new, empty database; returns its URL. */
   readonly createDatabase: () => Promise<string>
   /** Run one SQL statement with psql against `database` (test setup and inspection). */
   readonly psql: (database: string, sql: string) => string
+  /** A fast shutdown that keeps the data directory: the database is unreachable until `restart`. */
+  readonly halt: () => Promise<void>
+  /** Start the halted server again, on the same port and data. */
+  readonly restart: () => Promise<void>
   readonly stop: () => Promise<void>
+  /** SIGKILL the server (the postmaster; its backends follow): a crash, not a shutdown. */
+  readonly kill: () => Promise<void>
+  /** A standby streaming from this cluster, made by `pg_basebackup -R`, on a port of its own. */
+  readonly standby: () => Promise<PgStandby>
 }
 
 function postgresUser(): { readonly uid: number; readonly gid: number } | undefined {
@@ -76,7 +89,24 @@ const exited = (child: ChildProcess, ms: number) =>
 
 let databases = 0
 
-export const startCluster = async (): Promise<PgCluster> => {
+export interface ClusterOptions {
+  /** Leave `fsync` and `full_page_writes` at their defaults (on): a commit waits for its WAL flush. */
+  readonly durable?: boolean
+  /** More server settings (`name=value`), e.g. `synchronous_standby_names=*` for a primary with a synchronous standby. */
+  readonly settings?: ReadonlyArray<string>
+}
+
+/** A streaming standby of a cluster (`standby()`), promoted by `promote`. */
+export interface PgStandby {
+  readonly port: number
+  readonly url: (database?: string) => string
+  /** `pg_ctl promote`, then wait until it takes writes. */
+  readonly promote: () => Promise<void>
+  readonly stop: () => Promise<void>
+}
+
+export const startCluster = async (options: ClusterOptions = {}): Promise<PgCluster> => {
+  const durable = options.durable === true
   if (pgUnavailable !== undefined) throw new Error(pgUnavailable)
   const as = process.getuid?.() === 0 ? postgresUser()! : undefined
   const owner = as === undefined ? {} : { uid: as.uid, gid: as.gid }
@@ -90,46 +120,23 @@ export const startCluster = async (): Promise<PgCluster> => {
     { ...owner, env, stdio: ["ignore", "ignore", "pipe"], cwd: dir }
   )
   const port = await freePort()
-  const child = spawn(
-    join(PG_BIN, "postgres"),
-    [
-      "-D", data,
-      "-h", "127.0.0.1",
-      "-p", String(port),
-      "-k", dir,
-      // Throwaway data: durability is the server's business, not these tests'.
-      "-c", "fsync=off",
-      "-c", "full_page_writes=off",
-      "-c", "max_connections=200",
-      "-c", "shared_buffers=32MB"
-    ],
-    { ...owner, env, stdio: ["ignore", "ignore", "pipe"], cwd: dir }
-  )
+  const settings = options.settings ?? []
+  let child = await serverOn(data, dir, port, owner, env, durable, settings).catch((e: unknown) => {
+    rmSync(dir, { recursive: true, force: true })
+    throw e
+  })
   const kill = () => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
   }
   process.once("exit", kill)
-  let log = ""
-  await new Promise<void>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`postgres did not start within ${START_TIMEOUT_MS} ms:\n${log}`)), START_TIMEOUT_MS)
-    child.stderr!.on("data", (d: Buffer) => {
-      log = (log + d.toString("utf8")).slice(-8192)
-      if (log.includes("database system is ready to accept connections")) {
-        clearTimeout(t)
-        resolve()
-      }
-    })
-    child.once("exit", (code) => {
-      clearTimeout(t)
-      reject(new Error(`postgres exited with code ${code} before it was ready:\n${log}`))
-    })
-  }).catch((e: unknown) => {
-    kill()
-    rmSync(dir, { recursive: true, force: true })
-    throw e
-  })
-  // Keep draining its log so a full pipe never blocks the server.
-  child.stderr!.resume()
+  /** SIGINT is PostgreSQL's fast shutdown (SIGTERM, its smart shutdown, waits for every client). */
+  const fastShutdown = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT")
+    if (!(await exited(child, STOP_TIMEOUT_MS))) {
+      kill()
+      await exited(child, STOP_TIMEOUT_MS)
+    }
+  }
 
   const url = (database = "postgres") => `postgres://postgres@127.0.0.1:${port}/${database}`
   const psql = (database: string, sql: string) =>
@@ -140,21 +147,110 @@ export const startCluster = async (): Promise<PgCluster> => {
   return {
     url,
     port,
+    pid: () => child.pid!,
+    dataDir: data,
     psql,
     createDatabase: async () => {
       const name = `t${process.pid}_${++databases}`
       psql("postgres", `CREATE DATABASE ${name}`)
       return url(name)
     },
+    halt: fastShutdown,
+    restart: async () => {
+      child = await serverOn(data, dir, port, owner, env, durable, settings)
+    },
+    kill: async () => {
+      kill()
+      await exited(child, STOP_TIMEOUT_MS)
+    },
+    standby: async () => {
+      const sdir = mkdtempSync(join(tmpdir(), "ankusa-pg-standby-"))
+      if (as !== undefined) chownSync(sdir, as.uid, as.gid)
+      const sdata = join(sdir, "data")
+      execFileSync(join(PG_BIN, "pg_basebackup"), ["-D", sdata, "-R", "-X", "stream", "-h", "127.0.0.1", "-p", String(port), "-U", "postgres"], {
+        ...owner,
+        env,
+        stdio: ["ignore", "ignore", "pipe"],
+        cwd: sdir
+      })
+      const sport = await freePort()
+      const senv = { ...env, HOME: sdir }
+      const s = await serverOn(sdata, sdir, sport, owner, senv, durable, [])
+      const skill = () => {
+        if (s.exitCode === null && s.signalCode === null) s.kill("SIGKILL")
+      }
+      process.once("exit", skill)
+      const surl = (database = "postgres") => `postgres://postgres@127.0.0.1:${sport}/${database}`
+      return {
+        port: sport,
+        url: surl,
+        promote: async () => {
+          execFileSync(join(PG_BIN, "pg_ctl"), ["promote", "-w", "-D", sdata], { ...owner, env: senv, stdio: ["ignore", "ignore", "pipe"], cwd: sdir })
+        },
+        stop: async () => {
+          process.off("exit", skill)
+          if (s.exitCode === null && s.signalCode === null) s.kill("SIGINT")
+          if (!(await exited(s, STOP_TIMEOUT_MS))) {
+            skill()
+            await exited(s, STOP_TIMEOUT_MS)
+          }
+          rmSync(sdir, { recursive: true, force: true })
+        }
+      }
+    },
     stop: async () => {
       process.off("exit", kill)
-      // SIGINT is PostgreSQL's fast shutdown (SIGTERM, its smart shutdown, waits for every client).
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT")
-      if (!(await exited(child, STOP_TIMEOUT_MS))) {
-        kill()
-        await exited(child, STOP_TIMEOUT_MS)
-      }
+      await fastShutdown()
       rmSync(dir, { recursive: true, force: true })
     }
   }
+}
+
+/** The server on `data`, listening on 127.0.0.1:`port` alone; resolves once it accepts connections. */
+const serverOn = async (
+  data: string,
+  dir: string,
+  port: number,
+  owner: { readonly uid?: number; readonly gid?: number },
+  env: NodeJS.ProcessEnv,
+  durable: boolean,
+  settings: ReadonlyArray<string> = []
+): Promise<ChildProcess> => {
+  const child = spawn(
+    join(PG_BIN, "postgres"),
+    [
+      "-D", data,
+      "-h", "127.0.0.1",
+      "-p", String(port),
+      "-k", dir,
+      // Throwaway data: durability is the server's business, not these tests'.
+      ...(durable ? [] : ["-c", "fsync=off", "-c", "full_page_writes=off"]),
+      "-c", "max_connections=200",
+      "-c", "shared_buffers=32MB",
+      ...settings.flatMap((s) => ["-c", s])
+    ],
+    { ...owner, env, stdio: ["ignore", "ignore", "pipe"], cwd: dir }
+  )
+  let log = ""
+  await new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`postgres did not start within ${START_TIMEOUT_MS} ms:\n${log}`)), START_TIMEOUT_MS)
+    child.stderr!.on("data", (d: Buffer) => {
+      log = (log + d.toString("utf8")).slice(-8192)
+      // A hot standby says "ready to accept read-only connections".
+      if (/database system is ready to accept (read-only )?connections/.test(log)) {
+        clearTimeout(t)
+        resolve()
+      }
+    })
+    child.once("exit", (code) => {
+      clearTimeout(t)
+      reject(new Error(`postgres exited with code ${code} before it was ready:\n${log}`))
+    })
+  }).catch((e: unknown) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+    throw e
+  })
+  // Keep draining its log so a full pipe never blocks the server.
+  child.stderr!.resume()
+  return child
 }
