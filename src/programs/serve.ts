@@ -180,7 +180,7 @@ const services = (config: Config, dataDir: string, storeDir: string) => {
     andThen(Limits.layer(config.tenants.limits)),
     andThen(QueuedBytes.layer),
     andThen(Layer.unwrap(Effect.map(Live.LiveConfig, (live) => DiskReserve.layer({
-      dir: storeDir,
+      dir: config.store.kind === "postgres" ? dataDir : storeDir,
       // The reserve guards RocksDB's own disk; PostgreSQL's disk is the database server's.
       minFreeBytes: () => (config.store.kind === "postgres" ? 0 : live.get().config.store.minFreeBytes)
     })))),

@@ -130,7 +130,9 @@ const answerOf = async (r: Response): Promise<Answer> => {
   const tried = (r.headers.get("x-ankusa-node") ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "")
   const last = tried.at(-1) ?? ""
   const text = await r.text()
-  return { status: r.status, body: text === "" ? {} : (JSON.parse(text) as Record<string, unknown>), port: Number(last.split(":").at(-1)), tried }
+  // nginx's own answers (a 502 while a node is down) are HTML: kept as `raw`.
+  const body = text === "" ? {} : text.startsWith("{") ? (JSON.parse(text) as Record<string, unknown>) : { raw: text }
+  return { status: r.status, body, port: Number(last.split(":").at(-1)), tried }
 }
 
 /** One hook for `tenant` through the proxy (or straight at a node). */

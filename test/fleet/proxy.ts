@@ -106,14 +106,15 @@ const answers = async (url: string): Promise<boolean> => {
   }
 }
 
-export const startProxy = async (dir: string, port: number, nodes: readonly [number, number]): Promise<Proxy> => {
+/** `site`: the http-level file to run instead of deploy/nginx.conf templated with `nodes` (the shards' example). */
+export const startProxy = async (dir: string, port: number, nodes: readonly [number, number], site?: string): Promise<Proxy> => {
   const bin = nginxBinary()
   fs.mkdirSync(path.join(dir, "tmp"), { recursive: true })
   // Workers run as an unprivileged user when nginx runs as root: they must reach the temp paths.
   fs.chmodSync(dir, 0o755)
   const conf = path.join(dir, "nginx.conf")
   fs.writeFileSync(conf, mainConfig)
-  fs.writeFileSync(path.join(dir, "site.conf"), templated(port, nodes, false))
+  fs.writeFileSync(path.join(dir, "site.conf"), site ?? templated(port, nodes, false))
   const prefix = dir.endsWith("/") ? dir : `${dir}/`
   const errorLog = () => (fs.existsSync(path.join(dir, "error.log")) ? fs.readFileSync(path.join(dir, "error.log"), "utf8") : "")
   execFileSync(bin, ["-t", "-q", "-p", prefix, "-c", conf], { stdio: ["ignore", "ignore", "pipe"] })

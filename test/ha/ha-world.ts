@@ -72,11 +72,15 @@ export const startNode = (dir: string, name: string, config: Record<string, unkn
     const timer = setTimeout(() => reject(new Error(`${name} did not listen within 60 s:\n${out}`)), 60_000)
     void exited.then((code) => reject(new Error(`${name} exited (${code ?? child.signalCode}) before it listened:\n${out}`)))
     child.stdout!.setEncoding("utf8")
+    let lines = ""
+    let listening = false
     child.stdout!.on("data", (d: string) => {
-      const before = out.length
       out += d
-      const line = out.slice(Math.max(0, out.lastIndexOf("\n", before) + 1)).split("\n").find((l) => l.includes('"listening; booting"'))
+      if (listening) return
+      lines += d
+      const line = lines.split("\n").find((l) => l.includes('"listening; booting"') && l.endsWith("}"))
       if (line === undefined) return
+      listening = true
       clearTimeout(timer)
       const url = (JSON.parse(line) as { annotations: { address: string } }).annotations.address
       resolve({ name, pid: child.pid!, url, child, output: () => out, exited, running, signal: (s) => void (running() && child.kill(s)) })
