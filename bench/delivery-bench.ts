@@ -35,7 +35,9 @@
  * not charged tsx's `keepNames`.
  * `--profile DIR`: a V8 CPU profile of the main thread over each measured window
  * (node:inspector), written to DIR as `<run>.cpuprofile`.
- * Run: npx tsx bench/delivery-bench.ts [--quick] [--hooks N] [--warmup N] [--trace] [--profile DIR]
+ * `--store postgres`: the defaults' drain on RocksDB and on PostgreSQL, against a floor of the bare
+ * call plus a plain PostgreSQL writer (bench/lib/delivery-postgres.ts; summary `delivery-bench-postgres`).
+ * Run: npx tsx bench/delivery-bench.ts [--quick] [--hooks N] [--warmup N] [--trace] [--profile DIR] [--store postgres]
  */
 import { Duration, Effect, Layer } from "effect"
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -47,6 +49,7 @@ import { Queue } from "../src/queue/queue.js"
 import * as QueueLayer from "../src/queue/queue.js"
 import * as Wake from "../src/queue/wake.js"
 import { DEFAULT_SINK_CONCURRENCY } from "../src/delivery/sink-client.js"
+import { openPostgresStore } from "../src/store/postgres.js"
 import { makeRocksDbStore } from "../src/store/rocksdb.js"
 import { Store } from "../src/store/store.js"
 import { memoryOf, namedThreadsCpuMs, tempDir } from "./lib/proc.js"
@@ -55,6 +58,8 @@ import { arg, finish, fmt, int, log, machine, main, mib, quick, table } from "./
 import { bareClientLoop, type BareResult, mainThreadCpuUs } from "./lib/bare-client.js"
 import { reexecAsBuilt } from "./lib/as-built.js"
 import { ownClientLoop, storeAlone } from "./lib/delivery-floor.js"
+import { deliveryOnPostgres } from "./lib/delivery-postgres.js"
+import { onPostgres, pgCpuMs } from "./lib/pg-cpu.js"
 import { startTarget, type Target } from "./lib/target-server.js"
 
 const HOOKS = arg("hooks", quick ? 10_000 : 50_000)
@@ -78,24 +83,25 @@ const ALONE_SETTLE_BATCH = 90
 /** How often the aggregate counters are read to see the drain's end. */
 const POLL_MS = 20
 
-interface Settings {
+export interface Settings {
   readonly name: string
   readonly tickMs: number
   readonly maxInflight: number
   readonly concurrency: number
 }
 
-const RUNS: ReadonlyArray<Settings> = [
+export const RUNS: ReadonlyArray<Settings> = [
   { name: "defaults", tickMs: Pipeline.Defaults.tickMs, maxInflight: Pipeline.Defaults.maxInflight, concurrency: DEFAULT_SINK_CONCURRENCY },
   { name: "tuned", tickMs: 10, maxInflight: 1_024, concurrency: 128 }
 ]
 
-const run = (s: Settings, sink: Target) =>
+/** A drain; with `pg`, on PostgreSQL at `pg.url`, whose processes' CPU is counted too. */
+export const run = (s: Settings, sink: Target, pg?: { readonly url: string; readonly postmaster: number }) =>
   Effect.scoped(
     Effect.gen(function* () {
       const dir = tempDir("delivery")
       yield* Effect.addFinalizer(() => Effect.sync(dir.remove))
-      const store = yield* makeRocksDbStore(dir.path)
+      const store = pg === undefined ? yield* makeRocksDbStore(dir.path) : yield* openPostgresStore({ url: pg.url })
       const b = yield* builder(store, { sinks: ["sink"], bodyBytes: BODY_BYTES })
       const ords = Array.from({ length: TENANTS }, (_, i) => i + 1)
       yield* b.add(dueHooks(ords, WARMUP + HOOKS, Date.now() - 1_000, 60_000))
@@ -104,6 +110,7 @@ const run = (s: Settings, sink: Target) =>
       const queueLayer = QueueLayer.layer.pipe(Layer.provide(base))
       const queue = yield* Effect.provide(Queue, queueLayer)
       log(`delivery-bench ${s.name}: ${int(WARMUP + HOOKS)} hooks queued (${int(WARMUP)} to warm up); draining`)
+      const snapshot = () => snapshotOf(pg?.postmaster)
       const whole = snapshot()
       // The measured window opens once the warm-up's rows are delivered: the pipeline that drains
       // the measured rows is the one the warm-up ran, its code compiled, as the bare loop's is.
@@ -182,9 +189,17 @@ interface Snapshot {
   readonly cpu: NodeJS.CpuUsage
   readonly main: number | undefined
   readonly threads: Threads
+  /** CPU ms of every PostgreSQL process so far (`--store postgres`). */
+  readonly pg?: number
 }
 
-const snapshot = (): Snapshot => ({ at: performance.now(), cpu: process.cpuUsage(), main: mainThreadCpuUs(), threads: namedThreadsCpuMs() })
+const snapshotOf = (postmaster?: number): Snapshot => ({
+  at: performance.now(),
+  cpu: process.cpuUsage(),
+  main: mainThreadCpuUs(),
+  threads: namedThreadsCpuMs(),
+  ...(postmaster === undefined ? {} : { pg: pgCpuMs(postmaster) })
+})
 
 /** Deliveries/s and CPU a delivery (all threads, the main thread, by thread) between two snapshots. */
 const windowOf = (from: Snapshot, to: Snapshot, deliveries: number) => {
@@ -199,7 +214,9 @@ const windowOf = (from: Snapshot, to: Snapshot, deliveries: number) => {
     // The main thread's alone (the event loop: the tick, the sink calls, the committer's posts).
     mainCpuUsPerDelivery: from.main === undefined || to.main === undefined ? undefined : (to.main - from.main) / n,
     // µs a delivery by thread: main, the commit worker, RocksDB's, the rest.
-    threads: perDelivery(threadSplit(from.threads, to.threads), n)
+    threads: perDelivery(threadSplit(from.threads, to.threads), n),
+    // The PostgreSQL processes' CPU a delivery (0 on RocksDB).
+    pgCpuUsPerDelivery: from.pg === undefined || to.pg === undefined ? 0 : ((to.pg - from.pg) * 1000) / n
   }
 }
 
@@ -222,7 +239,7 @@ const perDelivery = (ms: ReturnType<typeof threadSplit>, n: number) => {
 }
 
 /** The bare client loop against a sink: warm-up, then HOOKS calls at the run's concurrency. */
-const bareRun = async (s: Settings, sink: Target): Promise<BareResult> => {
+export const bareRun = async (s: Settings, sink: Target): Promise<BareResult> => {
   const url = `${sink.url}/sink`
   const body = Buffer.alloc(BODY_BYTES, 0x61)
   await bareClientLoop(url, body, BARE_WARMUP_CALLS, s.concurrency)
@@ -241,7 +258,7 @@ const partsAlone = async (s: Settings, sink: Target) => {
 }
 
 /** The mean of the bare loops before and after a drain: the base of both rules. */
-const meanOf = (a: BareResult, b: BareResult) => ({
+export const meanOf = (a: BareResult, b: BareResult) => ({
   rate: (a.rate + b.rate) / 2,
   cpuUsPerCall: (a.cpuUsPerCall + b.cpuUsPerCall) / 2,
   mainCpuUsPerCall: a.mainCpuUsPerCall === undefined || b.mainCpuUsPerCall === undefined ? undefined : (a.mainCpuUsPerCall + b.mainCpuUsPerCall) / 2,
@@ -249,7 +266,8 @@ const meanOf = (a: BareResult, b: BareResult) => ({
 })
 
 // The pipeline runs here as the build makes it, not as tsx transforms it (bench/lib/as-built.ts).
-if (!(await reexecAsBuilt(import.meta.url))) main("delivery-bench", async () => {
+if (!(await reexecAsBuilt(import.meta.url))) if (onPostgres) main("delivery-bench-postgres", () => deliveryOnPostgres({ run, bareRun, meanOf, defaults: RUNS[0]!, shape: { tenants: TENANTS, bodyBytes: BODY_BYTES, warmup: WARMUP, rows: HOOKS, visits: ALONE_VISITS, perVisit: ALONE_PER_VISIT, settleBatch: ALONE_SETTLE_BATCH } }))
+else main("delivery-bench", async () => {
   console.log(`delivery-bench: ${int(HOOKS)} hooks, 1 sink each, ${BODY_BYTES} B bodies, ${TENANTS} tenants; ${machine()}${quick ? "; --quick" : ""}`)
   const results = []
   for (const s of RUNS) {

@@ -13,13 +13,18 @@ import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { machine } from "./lib/report.js"
 
-/** The benches, in the order they run. A missing optional script is skipped (and said so). */
-export const BENCHES: ReadonlyArray<{ readonly name: string; readonly optional?: boolean }> = [
+/**
+ * The benches, in the order they run. A missing optional script is skipped (and said so). `script`
+ * and `args` run a bench's script with arguments under another name (its summary line's).
+ */
+export const BENCHES: ReadonlyArray<{ readonly name: string; readonly script?: string; readonly args?: ReadonlyArray<string>; readonly optional?: boolean }> = [
   { name: "cli-start" },
   { name: "gauges-bench" },
   { name: "dispatch-tick-bench" },
   { name: "ingest-bench" },
   { name: "delivery-bench" },
+  { name: "ingest-bench-postgres", script: "ingest-bench", args: ["--store", "postgres"] },
+  { name: "delivery-bench-postgres", script: "delivery-bench", args: ["--store", "postgres"] },
   { name: "noisy-neighbour" },
   { name: "endpoint-fanout" },
   { name: "breaker-bench" },
@@ -66,16 +71,17 @@ const main = async () => {
   const results: Array<{ readonly name: string; readonly ok: boolean; readonly line: string }> = []
   for (const b of BENCHES) {
     if (only !== undefined && !only.has(b.name)) continue
-    if (!existsSync(join(import.meta.dirname, `${b.name}.ts`))) {
+    const script = b.script ?? b.name
+    if (!existsSync(join(import.meta.dirname, `${script}.ts`))) {
       results.push(
         b.optional === true
-          ? { name: b.name, ok: true, line: `SKIP ${b.name}: bench/${b.name}.ts does not exist` }
-          : { name: b.name, ok: false, line: `FAIL ${b.name}: bench/${b.name}.ts does not exist` }
+          ? { name: b.name, ok: true, line: `SKIP ${b.name}: bench/${script}.ts does not exist` }
+          : { name: b.name, ok: false, line: `FAIL ${b.name}: bench/${script}.ts does not exist` }
       )
       continue
     }
     console.log(`\n=== ${b.name} (${machine()}) ===`)
-    const r = await run(b.name, quick ? ["--quick"] : [])
+    const r = await run(script, [...(b.args ?? []), ...(quick ? ["--quick"] : [])])
     const ok = r.code === 0 && r.summary?.startsWith("PASS") === true
     const line = r.summary ?? `FAIL ${b.name}: exited with ${r.code ?? "a signal"} and printed no summary line`
     results.push({ name: b.name, ok, line: `${line} [${r.seconds.toFixed(0)} s]` })

@@ -34,19 +34,20 @@
  * the server's CPU a hook (all threads) <= MAX_FLOOR_RATIO x that floor, p99 < TARGET_P99_MS and
  * every answer a 202. The rate and its ratio to the bare server are printed, not gated: on 2 cores
  * shared with the load generator the rate follows the CPU a hook.
- * Run: npx tsx bench/ingest-bench.ts [--quick] [--seconds S]
+ * `--store postgres`: the same load against the server on PostgreSQL, beside RocksDB, against a
+ * floor of a plain PostgreSQL writer (bench/lib/ingest-postgres.ts; summary `ingest-bench-postgres`).
+ * Run: npx tsx bench/ingest-bench.ts [--quick] [--seconds S] [--store postgres]
  */
 import { Effect } from "effect"
 import { defaults as defaultConfig } from "../src/domain/config.js"
-import * as Deliveries from "../src/domain/deliveries.js"
-import { encodeEnvelope } from "../src/domain/envelope.js"
-import * as K from "../src/domain/keys.js"
-import { put } from "../src/domain/ops.js"
 import { EVENT_LOOP_WINDOW_MS } from "../src/observability/event-loop-metrics.js"
 import { DEFAULT_COMMIT_THREAD } from "../src/store/rocksdb.js"
 import { encodeBatch } from "../src/store/rocksdb-wire.mjs"
 import { makeRocksDbStore } from "../src/store/rocksdb.js"
+import { ingestBatches } from "./lib/ingest-batches.js"
+import { ingestOnPostgres } from "./lib/ingest-postgres.js"
 import { type LoadResult, rawPost, runLoad } from "./lib/load.js"
+import { onPostgres, pgCpuMs } from "./lib/pg-cpu.js"
 import { cpuOf, memoryOf, namedThreadsCpuMs, tempDir } from "./lib/proc.js"
 import { arg, cpuTicks, finish, fmt, int, log, machine, main, mib, percentile, quick, stealBetween, table } from "./lib/report.js"
 import { metricValue, startServe } from "./lib/serve-child.js"
@@ -84,18 +85,7 @@ const SCRAPE_MS = 500
 // ---------------------------------------------------------------------------
 // 1. The store alone
 
-const hookEnvelope = (seq: number, tenant: string) =>
-  encodeEnvelope({
-    id: `h_0123456789abcdef_${seq.toString(16).padStart(16, "0")}`,
-    tenantId: tenant,
-    sourceId: "bench",
-    receivedAt: Date.now(),
-    contentType: "application/json",
-    headers: { "user-agent": "ankusa-bench" },
-    sinks: SINKS,
-    idempotencyKey: null,
-    body: Buffer.alloc(BODY_BYTES, 0x61)
-  })
+const SHAPE = { tenants: TENANTS, sinks: SINKS, bodyBytes: BODY_BYTES }
 
 const storeAlone = (thread: "main" | "worker", hooks: number, rounds: number) =>
   Effect.scoped(
@@ -103,16 +93,7 @@ const storeAlone = (thread: "main" | "worker", hooks: number, rounds: number) =>
       const dir = tempDir("ingest-store")
       yield* Effect.addFinalizer(() => Effect.sync(dir.remove))
       const store = yield* makeRocksDbStore(dir.path, { commitThread: thread })
-      let seq = 1
-      const build = () => {
-        const ts: Array<Deliveries.Transition> = []
-        const at = Date.now()
-        for (let i = 0; i < hooks; i++, seq++) {
-          const ord = 1 + (seq % TENANTS)
-          ts.push(Deliveries.ingest({ seq, ord, envelope: hookEnvelope(seq, `tenant-${ord}`), sinkCount: SINKS.length, at, archive: false }))
-        }
-        return Deliveries.batch(ts, [put("default", K.Meta.nextSeq, K.encodeU64(seq))])
-      }
+      const build = ingestBatches(SHAPE, hooks)
       const commit: Array<number> = []
       const building: Array<number> = []
       const encoding: Array<number> = []
@@ -203,7 +184,7 @@ const watchLoopDelay = (url: string) => {
   }
 }
 
-interface ServerRun {
+export interface ServerRun {
   readonly load: LoadResult
   readonly loopP99: number
   readonly peakRss: number
@@ -220,8 +201,11 @@ const writerTotals = (text: string) => ({
   seconds: metricValue(text, "ankusa_writer_commit_seconds_sum") ?? 0
 })
 
-interface Cpu {
+export interface Cpu {
+  /** The server's process (every thread). */
   readonly all: number
+  /** With `--store postgres`: every PostgreSQL process (bench/lib/pg-cpu.ts). */
+  readonly pg?: number
   readonly main: number
   /** The main thread's system time (ms). */
   readonly mainSystem: number
@@ -235,7 +219,8 @@ interface Cpu {
 }
 
 /** The server's CPU (every thread, the main thread, the others by kind) and this process's (the load generator's) over `f`, in ms. */
-const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, Cpu]> => {
+const cpuDuring = async <A>(pid: number, f: () => Promise<A>, postmaster?: number): Promise<[A, Cpu]> => {
+  const pg0 = postmaster === undefined ? 0 : pgCpuMs(postmaster)
   const before = cpuOf(pid)
   const threads0 = namedThreadsCpuMs(pid)
   const generator = process.cpuUsage()
@@ -245,6 +230,7 @@ const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, Cpu]>
   const after = cpuOf(pid)
   const threads1 = namedThreadsCpuMs(pid)
   const g = process.cpuUsage(generator)
+  const pg = postmaster === undefined ? {} : { pg: pgCpuMs(postmaster) - pg0 }
   const by = { worker: 0, rocksdb: 0, other: 0 }
   const names = new Map<string, number>()
   for (const [tid, t] of threads1) {
@@ -255,7 +241,7 @@ const cpuDuring = async <A>(pid: number, f: () => Promise<A>): Promise<[A, Cpu]>
     else if (t.name.startsWith("rocksdb")) by.rocksdb += ms
     else by.other += ms
   }
-  return [a, { all: after.all - before.all, main: after.main - before.main, mainSystem: after.mainSystem - before.mainSystem, steal, generator: (g.user + g.system) / 1000, by, names }]
+  return [a, { ...pg, all: after.all - before.all, main: after.main - before.main, mainSystem: after.mainSystem - before.mainSystem, steal, generator: (g.user + g.system) / 1000, by, names }]
 }
 
 /** Requests over the whole load (warm-up included), the warm-up taken at the measured rate. */
@@ -279,7 +265,8 @@ interface Round {
 const underLoad = async (origin: string, path: string) =>
   runLoad({ origin, connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS, requests: requestsFor(origin, path) })
 
-const ankusa = async (): Promise<ServerRun> => {
+/** `ankusa serve` under the load; with `pg`, on PostgreSQL at `pg.url`, whose processes' CPU is counted too. */
+const ankusa = async (pg?: { readonly url: string; readonly postmaster: number }): Promise<ServerRun> => {
   const sink = await startTarget({ hang: true })
   const dir = tempDir("ingest-serve")
   try {
@@ -290,15 +277,16 @@ const ankusa = async (): Promise<ServerRun> => {
         sinks: SINKS.map((name) => ({ name, url: `${sink.url}/${name}`, timeoutMs: 300_000, concurrency: 1 })),
         pipeline: { maxInflight: 1, tickMs: 60_000 },
         http: { demoSink: false },
-        log: { level: "info" }
+        log: { level: "info" },
+        ...(pg === undefined ? {} : { store: { kind: "postgres", postgres: { url: pg.url } } })
       }
     })
     try {
-      log(`ankusa serve pid ${server.pid} at ${server.url}; load ${WARMUP_SECONDS} s warm-up + ${SECONDS} s`)
+      log(`ankusa serve${pg === undefined ? "" : " on PostgreSQL"} pid ${server.pid} at ${server.url}; load ${WARMUP_SECONDS} s warm-up + ${SECONDS} s`)
       const loop = watchLoopDelay(server.url)
       const start = performance.now() + WARMUP_SECONDS * 1000
       const w0 = writerTotals(await fetch(`${server.url}/metrics`).then((r) => r.text()))
-      const [load, cpu] = await cpuDuring(server.pid, () => underLoad(server.url, "/v1/hooks/bench"))
+      const [load, cpu] = await cpuDuring(server.pid, () => underLoad(server.url, "/v1/hooks/bench"), pg?.postmaster)
       const loopP99 = loop.worst(start, performance.now())
       const peakRss = memoryOf(server.pid).peak
       const metrics = await fetch(`${server.url}/metrics`).then((r) => r.text())
@@ -341,7 +329,11 @@ const bare = async (answerAfterMs?: number): Promise<ServerRun> => {
   }
 }
 
-main("ingest-bench", async () => {
+if (onPostgres) {
+  main("ingest-bench-postgres", () =>
+    ingestOnPostgres({ ankusa, bare, hooksOf, perReq, shape: SHAPE, rounds: ROUNDS, load: { connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS } })
+  )
+} else main("ingest-bench", async () => {
   console.log(`ingest-bench: ${machine()}${quick ? "; --quick" : ""}`)
   const stores: Array<StoreRun> = []
   for (const hooks of STORE_BATCH_SIZES) {

@@ -10,7 +10,7 @@
  */
 import { Effect, Layer } from "effect"
 import * as Http1 from "../../src/delivery/http1.js"
-import type { Outcome } from "../../src/queue/queue.js"
+import type { Outcome, QueueShape } from "../../src/queue/queue.js"
 import { Queue } from "../../src/queue/queue.js"
 import * as QueueLayer from "../../src/queue/queue.js"
 import { makeRocksDbStore } from "../../src/store/rocksdb.js"
@@ -89,6 +89,40 @@ export interface StoreAloneShape {
 }
 
 /**
+ * TEN-1's transitions of a drain without calls, on `queue`: claims of `visits × perVisit` rows
+ * (each tenant from where its last claim ended), each claim's hooks read and decoded, outcomes
+ * settled as delivered `settleBatch` at a time. `drain(n)` handles at least `n` rows and returns how many.
+ */
+export const transitionsLoop = (queue: QueueShape, shape: StoreAloneShape, ords: ReadonlyArray<number>) => {
+  const floors = new Map<number, number>()
+  let turn = 0
+  const pending: Array<Outcome> = []
+  return (n: number) =>
+    Effect.gen(function* () {
+      let done = 0
+      while (done < n) {
+        const requests = Array.from({ length: shape.visits }, () => {
+          const ord = ords[turn++ % ords.length]!
+          return { ord, floorAt: floors.get(ord) ?? 0, limit: shape.perVisit }
+        })
+        const visits = yield* queue.claim(Date.now(), requests, shape.visits * shape.perVisit, Number.MAX_SAFE_INTEGER)
+        const rows = visits.flatMap((v) => v.rows)
+        for (const v of visits) if (v.rows.length > 0) floors.set(v.ord, v.rows[v.rows.length - 1]!.ref.at)
+        if (rows.length === 0 && visits.every((v) => v.drained)) return yield* Effect.die(new Error(`store alone: drained after ${done} of ${n} rows`))
+        const envs = yield* queue.envelopes([...new Set(rows.map((r) => r.ref.seq))])
+        for (const r of rows) {
+          if (envs.get(r.ref.seq) === undefined) return yield* Effect.die(new Error(`store alone: hook ${r.ref.seq} not read`))
+          pending.push({ _tag: "Delivered", ref: { ord: r.ref.ord, seq: r.ref.seq, sink: r.ref.sink }, size: r.value.size })
+        }
+        while (pending.length >= shape.settleBatch) yield* queue.settle(pending.splice(0, shape.settleBatch))
+        done += rows.length
+      }
+      if (pending.length > 0) yield* queue.settle(pending.splice(0))
+      return done
+    })
+}
+
+/**
  * TEN-1's transitions of `rows` deliveries without a call: claims of `visits × perVisit` rows
  * (each tenant from where its last claim ended), each claim's hooks read and decoded, the
  * outcomes settled as delivered `settleBatch` at a time, on a fresh store of `warmup + rows`
@@ -104,32 +138,7 @@ export const storeAlone = (shape: StoreAloneShape): Effect.Effect<PartCost, unkn
       const ords = Array.from({ length: shape.tenants }, (_, i) => i + 1)
       yield* b.add(dueHooks(ords, shape.warmup + shape.rows, Date.now() - 1_000, 60_000))
       const queue = yield* Effect.provide(Queue, QueueLayer.layer.pipe(Layer.provide(Layer.succeed(Store, store))))
-      const floors = new Map<number, number>()
-      let turn = 0
-      const pending: Array<Outcome> = []
-      const drain = (n: number) =>
-        Effect.gen(function* () {
-          let done = 0
-          while (done < n) {
-            const requests = Array.from({ length: shape.visits }, () => {
-              const ord = ords[turn++ % ords.length]!
-              return { ord, floorAt: floors.get(ord) ?? 0, limit: shape.perVisit }
-            })
-            const visits = yield* queue.claim(Date.now(), requests, shape.visits * shape.perVisit, Number.MAX_SAFE_INTEGER)
-            const rows = visits.flatMap((v) => v.rows)
-            for (const v of visits) if (v.rows.length > 0) floors.set(v.ord, v.rows[v.rows.length - 1]!.ref.at)
-            if (rows.length === 0 && visits.every((v) => v.drained)) return yield* Effect.die(new Error(`store alone: drained after ${done} of ${n} rows`))
-            const envs = yield* queue.envelopes([...new Set(rows.map((r) => r.ref.seq))])
-            for (const r of rows) {
-              if (envs.get(r.ref.seq) === undefined) return yield* Effect.die(new Error(`store alone: hook ${r.ref.seq} not read`))
-              pending.push({ _tag: "Delivered", ref: { ord: r.ref.ord, seq: r.ref.seq, sink: r.ref.sink }, size: r.value.size })
-            }
-            while (pending.length >= shape.settleBatch) yield* queue.settle(pending.splice(0, shape.settleBatch))
-            done += rows.length
-          }
-          if (pending.length > 0) yield* queue.settle(pending.splice(0))
-          return done
-        })
+      const drain = transitionsLoop(queue, shape, ords)
       yield* drain(shape.warmup)
       let measured = 0
       const cost = yield* Effect.promise(() =>
