@@ -9,6 +9,7 @@ import { Store } from "../src/store/store.js"
 import { layerMemory } from "../src/store/memory.js"
 import * as Wake from "../src/queue/wake.js"
 import { type IngestRequest, layer as writerLayer, Writer } from "../src/queue/writer.js"
+import * as Answers from "../src/queue/request-answers.js"
 import { aggregate, rowsOf } from "./lifecycle-helpers.js"
 
 const WINDOW = 60_000
@@ -25,6 +26,7 @@ const req = (tenantId: string, idempotencyKey: string | null, body = "{}"): Inge
 })
 
 const env = Layer.mergeAll(writerLayer({ dedupeWindowMs: WINDOW }).pipe(Layer.provide(Wake.layer)), Sweep.layer({ chunk: 2 })).pipe(Layer.provideMerge(layerMemory()))
+const withAnswers = Answers.layer.pipe(Layer.provideMerge(env))
 
 const keysOf = Effect.gen(function* () {
   const store = yield* Store
@@ -100,5 +102,29 @@ describe("dedupe", () => {
       yield* sweep.sweep
       expect(yield* keysOf).toEqual({ u: [], e: [] })
     }).pipe(Effect.provide(env))
+  )
+
+  it.effect("a kept request answer is swept at its expiry and never read as a hook's key", () =>
+    Effect.gen(function* () {
+      const answers = yield* Answers.RequestAnswers
+      const writer = yield* Writer
+      const sweep = yield* Sweep.DedupeSweep
+      const body = Buffer.from('{"id":"ep_1"}')
+      yield* answers.keep("acme", "req:a", { status: 201, expiresAt: WINDOW, body })
+      expect(yield* answers.get("acme", "req:a", 0)).toMatchObject({ status: 201, expiresAt: WINDOW })
+      expect(Buffer.from((yield* answers.get("acme", "req:a", 0))!.body).toString()).toBe('{"id":"ep_1"}')
+      // The Writer reads only a hook's key: a hook sent with the same key is a new hook.
+      expect((yield* writer.submit(req("acme", "req:b"))).duplicate).toBe(false)
+      yield* answers.keep("acme", "req:b", { status: 204, expiresAt: WINDOW, body: new Uint8Array(0) })
+      expect((yield* writer.submit(req("acme", "req:b"))).duplicate).toBe(false)
+      // A body over the bound is not kept.
+      yield* answers.keep("acme", "req:big", { status: 200, expiresAt: WINDOW, body: new Uint8Array(Dedupe.ANSWER_MAX_BYTES + 1) })
+      expect(yield* answers.get("acme", "req:big", 0)).toBeUndefined()
+      // Out of force at its expiry, and swept with its expiry row.
+      expect(yield* answers.get("acme", "req:a", WINDOW)).toBeUndefined()
+      yield* TestClock.adjust(WINDOW * 2)
+      yield* sweep.sweep
+      expect(yield* keysOf).toEqual({ u: [], e: [] })
+    }).pipe(Effect.provide(withAnswers))
   )
 })

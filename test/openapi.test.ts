@@ -2,7 +2,7 @@
  * The OpenAPI document a real server serves at `GET /v1/openapi.json`
  * against docs/api.md: every admin route of its route table, with exactly
  * the statuses the table lists and the bearer security, and the operations
- * endpoints.
+ * endpoints; and the Svix-compatible routes against docs/svix-compat.md's table.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -11,6 +11,7 @@ import * as path from "node:path"
 import { configOf, read, startEdge } from "./edge-harness.js"
 
 const docs = fs.readFileSync(path.join(import.meta.dirname, "..", "docs", "api.md"), "utf8")
+const svixDocs = fs.readFileSync(path.join(import.meta.dirname, "..", "docs", "svix-compat.md"), "utf8")
 
 /** The section of docs/api.md under `## title`, up to the next `## `. */
 const section = (title: string): string => {
@@ -75,6 +76,15 @@ describe("openapi", () => {
           expect(doc.paths[o.path][o.method].security ?? []).toEqual([])
         }
         expect(Object.keys(doc.paths["/readyz"].get.responses).sort()).toEqual(["200", "503"])
+
+        // The Svix-compatible routes: every row of docs/svix-compat.md's table, and no other /api/v1/ path.
+        const shape = (p: string) => p.replace(/\{[^}]+\}/g, "{}")
+        const svix = routes(svixDocs).map((r) => `${r.method} ${shape(r.path)}`)
+        expect(svix.length).toBeGreaterThanOrEqual(19)
+        const served = Object.entries<Record<string, unknown>>(doc.paths)
+          .filter(([p]) => p.startsWith("/api/v1/"))
+          .flatMap(([p, item]) => Object.keys(item).map((m) => `${m} ${shape(p)}`))
+        expect(served.sort()).toEqual([...svix].sort())
       })
     )
   )

@@ -7,6 +7,11 @@
  * expiry counts as absent even before the sweep removes it, and a key reused
  * after expiry gets a new `?e`: so the sweep deletes a `?u` only when its
  * stored expiry is the one of the `?e` it visits.
+ *
+ * A `?u` row may instead hold a request's answer (the Svix-compatible routes' `Idempotency-Key`,
+ * src/http/svix/once.ts): `<<2::8, status::16, expiresAt::64, body>>`, under a key no hook's
+ * idempotency key can take. The Writer reads only version 1 (`live`); the sweep and TEN-5 erase
+ * read either version's expiry (`expiryOf`).
  */
 import { asBuffer, dedupeKey, expiryKey, readU64, writeU64, zeroed } from "./keys.js"
 import { type Op, put } from "./ops.js"
@@ -48,3 +53,42 @@ export const record = (tenant: string, key: string, first: First): ReadonlyArray
 ]
 
 export const validKey = (key: string): boolean => key.length > 0 && Buffer.byteLength(key, "utf8") <= MAX_KEY_BYTES
+
+/** A request's first 2xx answer, kept under its `Idempotency-Key` (version 2 of the `?u` value). */
+export interface Answer {
+  readonly status: number
+  readonly expiresAt: number
+  readonly body: Uint8Array
+}
+
+/** Largest answer body kept; a larger answer is not kept, and a repeat runs again. */
+export const ANSWER_MAX_BYTES = 16 * 1024
+
+export const encodeAnswer = (a: Answer): Uint8Array => {
+  const b = zeroed(11 + a.body.length)
+  b[0] = 2
+  b.writeUInt16BE(a.status, 1)
+  writeU64(b, a.expiresAt, 3)
+  b.set(a.body, 11)
+  return b
+}
+
+export const decodeAnswer = (v: Uint8Array): Answer | undefined =>
+  v.length >= 11 && v[0] === 2
+    ? { status: asBuffer(v).readUInt16BE(1), expiresAt: readU64(v, 3), body: asBuffer(v).subarray(11) }
+    : undefined
+
+/** A stored answer still in force at `now`. */
+export const liveAnswer = (v: Uint8Array | undefined, now: number): Answer | undefined => {
+  const a = v === undefined ? undefined : decodeAnswer(v)
+  return a !== undefined && a.expiresAt > now ? a : undefined
+}
+
+/** The expiry of either version of a `?u` value; undefined for one this build does not understand. */
+export const expiryOf = (v: Uint8Array): number | undefined => decodeValue(v)?.expiresAt ?? decodeAnswer(v)?.expiresAt
+
+/** The `?u` and `?e` puts keeping `answer` for (tenant, key). */
+export const recordAnswer = (tenant: string, key: string, answer: Answer): ReadonlyArray<Op> => [
+  put("index", dedupeKey(tenant, key), encodeAnswer(answer)),
+  put("index", expiryKey(answer.expiresAt, tenant, key))
+]

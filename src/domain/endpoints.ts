@@ -32,6 +32,8 @@ export interface Endpoint {
   /** Epoch ms. */
   readonly createdAt: number
   readonly updatedAt: number
+  /** The tenant's own labels: kept and answered, never read by delivery. */
+  readonly metadata?: Readonly<Record<string, string>>
   /** The secret a rotation replaced: it still signs, beside `secret`, until `until` (epoch ms). */
   readonly previousSecret?: { readonly secret: string; readonly until: number } | undefined
 }
@@ -46,6 +48,8 @@ export const EVENT_TYPES_MAX = 64
 export const EVENT_TYPE_MAX_CHARS = 128
 export const HEADERS_MAX = 32
 export const HEADER_VALUE_MAX_CHARS = 1_024
+export const METADATA_MAX = 16
+export const METADATA_VALUE_MAX_CHARS = 512
 /** Random bytes of a generated secret. */
 export const SECRET_BYTES = 24
 /** Default and range of `tenants.maxEndpoints`. */
@@ -195,7 +199,12 @@ const Concurrency = Schema.Number.annotate({ message: `expected an integer from 
 const Disabled = Schema.Boolean.annotate({ message: "expected true or false" })
 const Reason = Schema.NullOr(text(REASON_MAX_CHARS, "a reason")).annotate({ message: `expected a reason of at most ${REASON_MAX_CHARS} characters, or null` })
 
+const Metadata = Schema.Record(Schema.String, text(METADATA_VALUE_MAX_CHARS, "a value"))
+  .annotate({ message: "expected a JSON object of names and string values" })
+  .check(Schema.makeFilter((m) => Object.keys(m).length <= METADATA_MAX || `expected at most ${METADATA_MAX} entries`))
+
 const fields = {
+  metadata: Schema.optionalKey(Metadata),
   description: Schema.optionalKey(text(DESCRIPTION_MAX_CHARS, "a description")),
   eventTypes: Schema.optionalKey(EventTypes),
   headers: Schema.optionalKey(Headers),
@@ -206,7 +215,7 @@ const fields = {
   disabledReason: Schema.optionalKey(Reason)
 }
 
-const OTHER_FIELDS = "description, eventTypes, headers, secret, ratePerSec, concurrency, disabled, disabledReason"
+const OTHER_FIELDS = "metadata, description, eventTypes, headers, secret, ratePerSec, concurrency, disabled, disabledReason"
 
 /** `POST /v1/tenants/:tenant/endpoints`: `url` and any of the rest. */
 export const EndpointCreate = Schema.Struct({
@@ -243,7 +252,8 @@ export const create = (input: EndpointCreate, made: { readonly id: number; reado
     disabled,
     disabledReason: disabled ? (input.disabledReason ?? null) : null,
     createdAt: made.now,
-    updatedAt: made.now
+    updatedAt: made.now,
+    ...(input.metadata === undefined ? {} : { metadata: { ...input.metadata } })
   }
 }
 
@@ -261,7 +271,8 @@ export const patch = (e: Endpoint, p: EndpointPatch, now: number): Endpoint => {
     concurrency: p.concurrency ?? e.concurrency,
     disabled,
     disabledReason: disabled ? (p.disabledReason !== undefined ? p.disabledReason : e.disabledReason) : null,
-    updatedAt: now
+    updatedAt: now,
+    ...(p.metadata === undefined ? {} : { metadata: { ...p.metadata } })
   }
 }
 
@@ -306,8 +317,10 @@ export const decode = (id: number, v: Uint8Array): Endpoint | undefined => {
     typeof prev === "object" && prev !== null && typeof prev.secret === "string" && typeof prev.until === "number"
       ? { previousSecret: { secret: prev.secret, until: prev.until } }
       : {}
+  const metadata = isStringRecord(m["metadata"]) ? { metadata: m["metadata"] } : {}
   return {
     ...previousSecret,
+    ...metadata,
     id: formatId(id),
     url: m["url"] as string,
     description: m["description"] as string,

@@ -25,6 +25,7 @@ import { Count, CounterFields, Limit } from "./schema-fields.js"
 import { ReloadAnswer } from "./config-schemas.js"
 import { StoreCheckAnswer } from "./store-check-schemas.js"
 import { EraseApi } from "./erase-api.js"
+import { SvixAppsApi, SvixAuthApi, SvixEndpointsApi, SvixMessagesApi } from "./svix/api.js"
 
 /** Largest replay request body. */
 export const REPLAY_BODY_MAX_BYTES = 64 * 1024
@@ -344,6 +345,10 @@ export class Api extends HttpApi.make("ankusa")
   .add(StoreApi)
   .add(EraseApi)
   .add(OpsApi)
+  .add(SvixAppsApi)
+  .add(SvixEndpointsApi)
+  .add(SvixMessagesApi)
+  .add(SvixAuthApi)
   .annotateMerge(OpenApi.annotations({ title: "Ankusa admin and operations API", version: "v1" }))
 {}
 

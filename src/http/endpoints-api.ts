@@ -47,6 +47,8 @@ export const EndpointView = Schema.Struct({
   description: Schema.String,
   eventTypes: Schema.Array(Schema.String),
   headers: Schema.Record(Schema.String, Schema.String),
+  /** The tenant's labels, when it gave some: kept and answered, never read by delivery. */
+  metadata: Schema.optionalKey(Schema.Record(Schema.String, Schema.String)),
   ratePerSec: Schema.Number,
   concurrency: Count,
   disabled: Schema.Boolean,

@@ -30,7 +30,7 @@ export const answerOf = (j: E.EraseJob) => ({
   finished_at: iso(j.finishedAt)
 })
 
-const service = Effect.flatMap(Effect.serviceOption(Erase), (o) =>
+export const service = Effect.flatMap(Effect.serviceOption(Erase), (o) =>
   Option.isNone(o) ? Effect.fail(new NotReady({ phase: "serving without the erase service" })) : Effect.succeed(o.value)
 )
 

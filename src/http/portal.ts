@@ -22,7 +22,11 @@ export const PORTAL_ROUTES: Readonly<Record<string, ReadonlyArray<string> | "all
   endpoints: "all",
   endpointOps: "all",
   admin: ["dlq", "replay", "tenant"],
-  console: ["whoami", "tenants", "hook"]
+  console: ["whoami", "tenants", "hook"],
+  // The Svix-compatible routes of the tenant's application (svix/): its endpoints, messages and attempts.
+  svixApps: ["get"],
+  svixEndpoints: "all",
+  svixMessages: "all"
 }
 
 export const opens = (group: string, endpoint: string): boolean => {
@@ -44,27 +48,26 @@ export const portalUrl = (origin: string, tenant: string, token: string): string
 
 const answer = <A, E extends AdminError, R>(effect: Effect.Effect<A, E, R>) => Effect.mapError(effect, toApi)
 
+/** A portal token for `tenant` and the console URL it opens (global tokens only; audited). */
+export const issue = (current: () => Generation, tenant: string, ttlSeconds: number | undefined) =>
+  Effect.gen(function* () {
+    const p = yield* Admin
+    yield* requireGlobal(p)
+    const settings = current().config.portal
+    if (settings.secret === undefined) return yield* new PortalOff()
+    const ttl = ttlSeconds ?? settings.ttlSeconds
+    if (ttl > settings.maxTtlSeconds) {
+      return yield* new BadRequest({ code: "bad_query", message: `ttlSeconds: expected an integer from 1 to ${settings.maxTtlSeconds}` })
+    }
+    const expiresAt = (yield* Clock.currentTimeMillis) + ttl * 1000
+    const token = Portal.sign(settings.secret, { tenant, expiresAt }, randomBytes(8).toString("hex"))
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const origin = settings.publicUrl ?? `http://${request.headers["host"] ?? "127.0.0.1"}`
+    yield* audited({ actor: p.name, tenants: [tenant], action: "portal.token", params: { ttlSeconds: ttl, expiresAt: new Date(expiresAt).toISOString() } }, Effect.void)
+    return { token, expiresAt: new Date(expiresAt).toISOString(), url: portalUrl(origin, tenant, token) }
+  })
+
 export const layer = (boot: Config) =>
   HttpApiBuilder.group(Api, "portal", (handlers) =>
-    Effect.gen(function* () {
-      const current = yield* currentOf(boot)
-      const issue = (tenant: string, ttlSeconds: number | undefined) =>
-        Effect.gen(function* () {
-          const p = yield* Admin
-          yield* requireGlobal(p)
-          const settings = current().config.portal
-          if (settings.secret === undefined) return yield* new PortalOff()
-          const ttl = ttlSeconds ?? settings.ttlSeconds
-          if (ttl > settings.maxTtlSeconds) {
-            return yield* new BadRequest({ code: "bad_query", message: `ttlSeconds: expected an integer from 1 to ${settings.maxTtlSeconds}` })
-          }
-          const expiresAt = (yield* Clock.currentTimeMillis) + ttl * 1000
-          const token = Portal.sign(settings.secret, { tenant, expiresAt }, randomBytes(8).toString("hex"))
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const origin = settings.publicUrl ?? `http://${request.headers["host"] ?? "127.0.0.1"}`
-          yield* audited({ actor: p.name, tenants: [tenant], action: "portal.token", params: { ttlSeconds: ttl, expiresAt: new Date(expiresAt).toISOString() } }, Effect.void)
-          return { token, expiresAt: new Date(expiresAt).toISOString(), url: portalUrl(origin, tenant, token) }
-        })
-      return handlers.handle("token", ({ params, query }) => answer(issue(params.tenant, query.ttlSeconds)))
-    })
+    Effect.map(currentOf(boot), (current) => handlers.handle("token", ({ params, query }) => answer(issue(current, params.tenant, query.ttlSeconds))))
   )

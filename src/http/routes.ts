@@ -1,6 +1,6 @@
 /**
  * Every route of the router (server.ts sends it all but ingest): the admin
- * and operations API (api.ts) with its handlers and middleware, its OpenAPI
+ * and operations API (api.ts) with its handlers and middleware, the Svix-compatible routes (svix/), its OpenAPI
  * document at `GET /v1/openapi.json`, the demo sink, and the operator console's files (console.ts).
  */
 import { NodeHttpServer } from "@effect/platform-node"
@@ -20,6 +20,7 @@ import * as Limits from "./limits.js"
 import * as Ops from "./ops.js"
 import * as Portal from "./portal.js"
 import * as StoreCheck from "./store-check.js"
+import * as Svix from "./svix/layer.js"
 
 export const layer = (config: Config) =>
   Layer.mergeAll(
@@ -33,7 +34,8 @@ export const layer = (config: Config) =>
         Portal.layer(config),
         Ops.layer,
         StoreCheck.layer,
-        Erase.layer
+        Erase.layer,
+        Svix.layer(config)
       ]),
       Layer.provide([Auth.layer(config), Middleware.layerServices, Middleware.layerRequestErrors]),
       // The builder asks for the platform's file and ETag services; no endpoint serves a file.

@@ -55,9 +55,9 @@ export const sweepOps = (
     const { at, tenant, key } = K.decodeExpiryKey(e.key)
     ops.push(del("index", e.key))
     const v = values[i]
-    const first = v === undefined ? undefined : Dedupe.decodeValue(v)
+    const expiry = v === undefined ? undefined : Dedupe.expiryOf(v)
     // An unreadable value is garbage either way; a different expiry is a later reuse of the key.
-    if (v !== undefined && (first === undefined || first.expiresAt === at)) {
+    if (v !== undefined && (expiry === undefined || expiry === at)) {
       ops.push(del("index", K.dedupeKey(tenant, key)))
       keys++
     }

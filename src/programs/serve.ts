@@ -38,6 +38,7 @@ import * as Lease from "../ha/lease.js"
 import * as Http from "../http/server.js"
 import * as LifecycleMetrics from "../observability/lifecycle-metrics.js"
 import * as Endpoints from "../queue/endpoints.js"
+import * as RequestAnswers from "../queue/request-answers.js"
 import * as AttemptLog from "../delivery/attempt-log.js"
 import * as Limits from "../queue/limits.js"
 import * as Logger from "../observability/logger.js"
@@ -188,7 +189,7 @@ const services = (config: Config, dataDir: string, storeDir: string) => {
     andThen(Layer.provideMerge(AttemptLog.layer, Endpoints.layer)),
     // The operational events go through the Writer (src/delivery/operations.ts).
     andThen(Writer.layer({ ...config.writer, tenantsMax: config.tenants.max, dedupeWindowMs: config.dedupe.windowMs }).pipe(andThen(OperationalEvents.layer))),
-    andThen(Quarantine.layer(quarantine)),
+    andThen(Layer.mergeAll(Quarantine.layer(quarantine), RequestAnswers.layer)),
     andThen(Audit.layer(audit)),
     andThen(Replay.layer),
     andThen(Archive.layer({

@@ -193,8 +193,8 @@ const dedupe: Step = (c, job) =>
     const ops: Array<Op> = []
     for (const e of page) {
       ops.push(del("index", e.key))
-      const v = Dedupe.decodeValue(e.value)
-      if (v !== undefined) ops.push(del("index", K.expiryKey(v.expiresAt, job.tenant, K.decodeDedupeKey(e.key).key)))
+      const expiry = Dedupe.expiryOf(e.value)
+      if (expiry !== undefined) ops.push(del("index", K.expiryKey(expiry, job.tenant, K.decodeDedupeKey(e.key).key)))
     }
     const done = page.length < c.chunk
     if (done) ops.push(deleteRange("index", prefix.lo, prefix.hi))
