@@ -24,7 +24,9 @@ export const ENV: ReadonlyArray<{ readonly name: string; readonly path: Readonly
   { name: "ANKUSA_ARCHIVE_ENABLED", path: ["archive", "enabled"], kind: "boolean" },
   { name: "ANKUSA_STORE_KIND", path: ["store", "kind"], kind: "string" },
   { name: "ANKUSA_STORE_POSTGRES_URL", path: ["store", "postgres", "url"], kind: "string" },
-  { name: "ANKUSA_SHUTDOWN_GRACE_MS", path: ["pipeline", "graceMs"], kind: "number" }
+  { name: "ANKUSA_SHUTDOWN_GRACE_MS", path: ["pipeline", "graceMs"], kind: "number" },
+  { name: "ANKUSA_OTLP_ENDPOINT", path: ["telemetry", "otlp", "endpoint"], kind: "string" },
+  { name: "ANKUSA_OTLP_SAMPLING_RATIO", path: ["telemetry", "otlp", "samplingRatio"], kind: "number" }
 ]
 
 /** A global admin token from the environment (named "env"), added to the file's tokens. */

@@ -13,6 +13,7 @@ import type { Claimed } from "./calls.js"
 import { ENDPOINTS_LABEL, type Job, type Sink } from "./destinations.js"
 import type { Outcomes, Settled } from "./outcomes.js"
 import { makeRetryLog } from "./retry-log.js"
+import { underSpan } from "./call-trace.js"
 import type * as SinkClient from "./sink-client.js"
 
 /** The metric label of a destination: a sink's name, one label for every tenant endpoint. */
@@ -53,7 +54,7 @@ export const makeCallOutcomes = (queue: QueueShape, outcomes: Outcomes) => {
 
   /** A call that did not deliver: a retry at the schedule's next time, or the DLQ. */
   const failed = (sink: Sink, job: Job, a: SinkClient.Attempt): Effect.Effect<void, StoreError> =>
-    Effect.gen(function* () {
+    underSpan(job, Effect.gen(function* () {
       const { claimed: c, env, name } = job
       const row = yield* rowOf(c)
       const after: DeliveryRow = { attempts: row.attempts + 1, lastStatus: a.status, size: row.size, lastAt: a.endedAt }
@@ -62,21 +63,23 @@ export const makeCallOutcomes = (queue: QueueShape, outcomes: Outcomes) => {
       const tenant = tenantOf(env)
       if (d._tag === "Retry") {
         yield* logRetry(a.endedAt, { sink: name, tenant, hookId: env.id, status: a.status, error: a.error, body: a.body, attempt: after.attempts, nextAt: d.at })
-        return yield* settle(c, { result: { _tag: "Retry", ref: c.ref, row: after, at: d.at }, sink: labelOf(name), outcome: "retried" })
+        return yield* settle(c, { result: { _tag: "Retry", ref: c.ref, row: after, at: d.at }, sink: labelOf(name), outcome: "retried", trace: job.span?.context() })
       }
       yield* Effect.logInfo("pipeline: row dead-lettered", { tenant, hookId: env.id, sink: name, status: a.status, error: a.error, ...(a.body === undefined ? {} : { body: a.body }), attempts: after.attempts, reason: d.reason })
       return yield* settle(c, {
         result: { _tag: "DeadLetter", ref: c.ref, row: after, at: a.endedAt, hook: { sourceId: env.sourceId, id: env.id } },
         sink: labelOf(name),
-        outcome: "dead"
+        outcome: "dead",
+        trace: job.span?.context()
       })
-    })
+    }))
 
   const delivered = (job: Job): Settled => ({
     result: { _tag: "Delivered", ref: job.claimed.ref, size: job.claimed.entry.value.size },
     bytes: job.claimed.entry.value.size,
     sink: labelOf(job.name),
-    outcome: "delivered"
+    outcome: "delivered",
+    trace: job.span?.context()
   })
 
   return { settleUnroutable, failed, delivered }

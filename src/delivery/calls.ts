@@ -27,6 +27,8 @@ import type { Holds } from "../queue/wake.js"
 import type { Fair } from "./fair.js"
 import { DEFAULT_429_PAUSE_MS } from "./sink-pace.js"
 import * as SinkClient from "./sink-client.js"
+import { makeCallTrace } from "./call-trace.js"
+import { tracingOf } from "../observability/tracing.js"
 import type { StoreError } from "../store/store.js"
 
 export interface Claimed {
@@ -141,6 +143,8 @@ export const makeSinkCalls = (
     // Every shared sink's breaker state is in the first scrape.
     for (const s of sinks.values()) breakerState(s)
     const delay = M.delayRecorder(context)
+    const tracing = yield* tracingOf
+    const traceCall = tracing === undefined ? undefined : makeCallTrace(tracing, queue, (e) => void runFork(e))
 
     // Jobs handed over and not finished (queued or calling); `idle` is open at 0.
     let busy = 0
@@ -299,9 +303,11 @@ export const makeSinkCalls = (
 
     /** The sink client's call, or for an endpoint whose URL the guard refuses now, its failure at once (no packet sent). */
     const start = (sink: Sink, job: Job, done: (a: SinkClient.Attempt) => void): (() => void) => {
-      if (sink.refusal === undefined) return SinkClient.start(sink.transport, sink.options, keysOf(sink), job.env, now, done)
-      const t = now()
-      const timer = setTimeout(() => done({ status: 0, retryAfter: undefined, error: sink.refusal, durationMs: 0, endedAt: t }), 0)
+      const t = traceCall?.(sink, job)
+      if (t !== undefined) done = ((end) => (a: SinkClient.Attempt) => (t.done(a), end(a)))(done)
+      if (sink.refusal === undefined) return SinkClient.start(sink.transport, sink.options, keysOf(sink), job.env, now, done, t?.head)
+      const at = now()
+      const timer = setTimeout(() => done({ status: 0, retryAfter: undefined, error: sink.refusal, durationMs: 0, endedAt: at }), 0)
       return () => clearTimeout(timer)
     }
 

@@ -5,6 +5,7 @@
  */
 import type { Effect } from "effect"
 import type { Envelope } from "../domain/envelope.js"
+import type { TraceSpan } from "../observability/trace-span.js"
 import type { EndpointsShape } from "../queue/endpoints.js"
 import type { Breaker, BreakerSettings } from "./breaker.js"
 import type { Claimed } from "./calls.js"
@@ -28,6 +29,8 @@ export interface Job {
   readonly name: string
   /** The probe its destination's half-open breaker admitted: only its outcome decides the breaker. */
   readonly probe: boolean
+  /** Tracing on: the span of its call (call-trace.ts), which the failure's log lines and the outcome commit name. */
+  span?: TraceSpan | undefined
 }
 
 export interface Sink {

@@ -6,6 +6,10 @@
  */
 import { Duration, Effect, Fiber, Queue as Q, Schedule } from "effect"
 import * as M from "../observability/delivery-metrics.js"
+import { Spans } from "../observability/span-names.js"
+import { nowNanos } from "../observability/trace-span.js"
+import { batchSpan, tracingOf } from "../observability/tracing.js"
+import type { TraceContext } from "../domain/trace-context.js"
 import { COMMIT_LINGER_MS, COMMIT_RETRY_MS, type PipelineOptions, type PipelineState, WAKE_FREE_FRACTION } from "./options.js"
 import type { Outcome, QueueShape } from "../queue/queue.js"
 import type { Fair } from "./fair.js"
@@ -17,6 +21,8 @@ export interface Settled {
   readonly bytes: number
   readonly sink: string
   readonly outcome: M.Outcome
+  /** Tracing on: the context of the attempt's span, which the commit's span links to. */
+  readonly trace?: TraceContext | undefined
 }
 
 export interface Outcomes {
@@ -67,8 +73,17 @@ export const makeOutcomes = (
       for (const g of counts.values()) counter(g.sink, g.outcome)(g.n)
     }
 
+    const tracing = yield* tracingOf
+    /** The commit's write as the batch's span (tracing on), linked to the attempts it settles. */
+    const settle = (items: ReadonlyArray<Settled>) => {
+      const written = queue.settle(items.map((i) => i.result))
+      if (tracing === undefined) return written
+      const span = batchSpan(tracing, Spans.outcome, items.map((i) => i.trace))
+      return Effect.onExit(written, (exit) => Effect.sync(() => span.end(nowNanos(), exit)))
+    }
+
     const commit = (items: ReadonlyArray<Settled>): Effect.Effect<void> =>
-      queue.settle(items.map((i) => i.result)).pipe(
+      settle(items).pipe(
         Effect.tapError((e) => Effect.logError("pipeline: outcome commit failed; retrying", e.message)),
         Effect.retry({ while: () => !state.stopping, schedule: Schedule.spaced(Duration.millis(COMMIT_RETRY_MS)) }),
         Effect.matchEffect({

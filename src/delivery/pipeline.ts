@@ -29,6 +29,7 @@ import * as M from "../observability/delivery-metrics.js"
 import { makeCursors } from "./cursors.js"
 import { DEFAULT_LIMITS, makeFair } from "./fair.js"
 import { makeTick, type TickReport } from "./tick.js"
+import { tracingOf } from "../observability/tracing.js"
 import { Limits } from "../queue/limits.js"
 import { Queue } from "../queue/queue.js"
 import { Wake } from "../queue/wake.js"
@@ -137,7 +138,7 @@ export const make = (input: Input) =>
       const sinksOf = input.sinksOf
       live.value.onChange((g) => calls.reconfigure(sinksOf(g.config)))
     }
-    const tick = ticking.withPermits(1)(Effect.uninterruptible(makeTick(o, queue, wakes, fair, cursors, limitsOf, state, calls)))
+    const tick = ticking.withPermits(1)(Effect.uninterruptible(makeTick(o, queue, wakes, fair, cursors, limitsOf, state, calls, yield* tracingOf)))
 
     const loop = Effect.gen(function* () {
       for (;;) {

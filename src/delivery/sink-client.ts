@@ -105,7 +105,7 @@ const fixedOf = (sink: SinkOptions, path: string, urlHost: string): Fixed => {
 export type Key = Uint8Array | ReadonlyArray<Uint8Array> | undefined
 
 /** One attempt's request head; undefined when a kept header's name or value is one HTTP forbids. */
-const headOf = (f: Fixed, key: Key, env: Envelope, now: number): string | undefined => {
+const headOf = (f: Fixed, key: Key, env: Envelope, now: number, traceHead: string): string | undefined => {
   let head = f.line
   for (const k in env.headers) {
     const name = k.toLowerCase()
@@ -116,7 +116,7 @@ const headOf = (f: Fixed, key: Key, env: Envelope, now: number): string | undefi
   }
   const ts = Math.floor(now / 1000)
   // webhook-id always: receivers dedupe redeliveries (at-least-once) by it.
-  head += `${f.lines}webhook-id: ${env.id}\r\nwebhook-timestamp: ${ts}\r\n`
+  head += `${f.lines}${traceHead}webhook-id: ${env.id}\r\nwebhook-timestamp: ${ts}\r\n`
   // Several keys (a rotation's overlap): one `v1,` signature each, space-separated, as Standard Webhooks allows.
   if (key instanceof Uint8Array) head += `webhook-signature: v1,${Signature.sign(key, env.id, ts, env.body)}\r\n`
   else if (key !== undefined && key.length > 0) head += `webhook-signature: ${key.map((k) => `v1,${Signature.sign(k, env.id, ts, env.body)}`).join(" ")}\r\n`
@@ -163,7 +163,8 @@ export const close = (t: Transport): void => t.pool.close()
  * POST the hook to the sink and call `done` once with the attempt (never synchronously), unless
  * the call is cut first: the returned function cuts it (destroys its connection; `done` is not
  * called). One callback chain per call, no effect inside: the pipeline calls it from its sink
- * queue and keeps the cut for its shutdown (src/delivery/calls.ts).
+ * queue and keeps the cut for its shutdown (src/delivery/calls.ts). `traceHead` is the attempt's
+ * `traceparent` (and `tracestate`) header lines when tracing is on (call-trace.ts).
  */
 export const start = (
   t: Transport,
@@ -171,7 +172,8 @@ export const start = (
   key: Key,
   env: Envelope,
   now: () => number,
-  done: (a: Attempt) => void
+  done: (a: Attempt) => void,
+  traceHead = ""
 ): (() => void) => {
   const started = now()
   let settled = false
@@ -183,7 +185,7 @@ export const start = (
     const endedAt = now()
     done({ status, retryAfter, error, body, durationMs: endedAt - started, endedAt })
   }
-  const head = t.fixed.invalid ? undefined : headOf(t.fixed, key, env, started)
+  const head = t.fixed.invalid ? undefined : headOf(t.fixed, key, env, started, traceHead)
   if (head === undefined) {
     // A header HTTP forbids (a control character in a value): the request cannot be sent.
     process.nextTick(() => end(0, undefined, "transport"))

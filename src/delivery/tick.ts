@@ -11,6 +11,10 @@ import type { Envelope } from "../domain/envelope.js"
 import type * as K from "../domain/keys.js"
 import { bucketOf } from "../domain/keys.js"
 import * as M from "../observability/delivery-metrics.js"
+import { Spans } from "../observability/span-names.js"
+import { nowNanos } from "../observability/trace-span.js"
+import { batchSpan, type TracingShape } from "../observability/tracing.js"
+import { parseTraceparent } from "../domain/trace-context.js"
 import { type Claimed, type SinkCalls } from "./calls.js"
 import type { Cursors } from "./cursors.js"
 import type { Fair, Got, TenantLimits } from "./fair.js"
@@ -51,6 +55,14 @@ const markersOf = (v: Visit): ReadonlyArray<number> => {
   return [...out]
 }
 
+/** Tracing on: the claim as a span, in the trace of the first sampled hook it claimed and linked to the others'. */
+const claimSpan = (tracing: TracingShape, visits: ReadonlyArray<Visit>, startedAt: bigint) => {
+  const members = visits.flatMap((v) => v.envelopes.map((e) => parseTraceparent(e?.traceparent, e?.tracestate)))
+  const span = batchSpan(tracing, Spans.claim, members, startedAt)
+  span.attribute("ankusa.rows", members.length)
+  span.endNow()
+}
+
 /** The tick, unguarded: the caller keeps ticks from overlapping. */
 export const makeTick = (
   o: PipelineOptions,
@@ -60,7 +72,8 @@ export const makeTick = (
   cursors: Cursors,
   limitsOf: LimitsOf,
   state: PipelineState,
-  calls: SinkCalls
+  calls: SinkCalls,
+  tracing?: TracingShape | undefined
 ): Effect.Effect<TickReport, StoreError> => {
   // Where the next slice of the active index starts (memory only; a restart scans from the first marker).
   let sliceFrom: Uint8Array | undefined
@@ -133,6 +146,7 @@ export const makeTick = (
     // so the claim reads no hooks, and one multi-get after it reads the claimed rows' (docs/delivery.md).
     const open = calls.roomForAll(rows)
     return Effect.gen(function* () {
+      const startedAt = tracing === undefined ? undefined : nowNanos()
       let rowsLeft = rows
       let bytesLeft = bytes
       for (let pass = 0; pass < CLAIM_PASSES && rowsLeft > 0 && bytesLeft > 0; pass++) {
@@ -170,6 +184,7 @@ export const makeTick = (
         }
       }
       calls.endClaim(true)
+      if (tracing !== undefined && taken.length > 0) claimSpan(tracing, visits, startedAt!)
       return visits
     }).pipe(Effect.onError(() => giveBack(taken)))
   }

@@ -9,6 +9,7 @@ import { Admin, Archive, AuditSettings, Dlq, QuarantineSettings } from "./config
 import { BreakerSettings, EndpointsSettings, OperationsSettings, PortalSettings } from "./config-endpoints.js"
 import { Pipeline, Writer } from "./config-dispatch.js"
 import { Ha, redactUrl, Store } from "./config-store.js"
+import { Telemetry } from "./config-telemetry.js"
 import * as Endpoints from "./endpoints.js"
 import * as Limits from "./limits.js"
 import * as RetryPolicy from "./retry-policy.js"
@@ -250,7 +251,8 @@ const Fields = Schema.Struct({
   endpoints: withDefault(EndpointsSettings, () => Schema.decodeSync(EndpointsSettings)({})),
   portal: withDefault(PortalSettings, () => Schema.decodeSync(PortalSettings)({})),
   breaker: withDefault(BreakerSettings, () => Schema.decodeSync(BreakerSettings)({})),
-  operations: withDefault(OperationsSettings, () => Schema.decodeSync(OperationsSettings)({}))
+  operations: withDefault(OperationsSettings, () => Schema.decodeSync(OperationsSettings)({})),
+  telemetry: withDefault(Telemetry, () => Schema.decodeSync(Telemetry)({}))
 })
 
 const duplicates = <A>(
@@ -377,5 +379,6 @@ export const redact = (c: Config): unknown => ({
   })),
   adminTokens: c.adminTokens.map((t) => ({ name: t.name, token: REDACTED, tenants: t.tenants })),
   portal: c.portal.secret === undefined ? c.portal : { ...c.portal, secret: REDACTED },
-  store: { ...c.store, postgres: { ...c.store.postgres, url: redactUrl(c.store.postgres.url) } }
+  store: { ...c.store, postgres: { ...c.store.postgres, url: redactUrl(c.store.postgres.url) } },
+  telemetry: { ...c.telemetry, otlp: { ...c.telemetry.otlp, headers: Object.fromEntries(Object.keys(c.telemetry.otlp.headers).map((k) => [k, REDACTED])) } }
 })

@@ -19,6 +19,12 @@ export interface Envelope {
   /** The event type the source's rule found (docs/delivery.md "Tenant endpoints"); absent when none. */
   readonly eventType?: string | undefined
   readonly idempotencyKey: string | null
+  /**
+   * The hook's trace context (docs/observability.md): the `traceparent` of its ingest span, and
+   * the sender's `tracestate`; every delivery attempt continues it. Absent when tracing was off.
+   */
+  readonly traceparent?: string | undefined
+  readonly tracestate?: string | undefined
   readonly body: Uint8Array
 }
 
@@ -38,7 +44,9 @@ export const encodeEnvelope = (e: Envelope): Uint8Array => {
     headers: e.headers,
     sinks: e.sinks,
     idempotencyKey: e.idempotencyKey,
-    ...(e.eventType === undefined ? {} : { eventType: e.eventType })
+    ...(e.eventType === undefined ? {} : { eventType: e.eventType }),
+    ...(e.traceparent === undefined ? {} : { traceparent: e.traceparent }),
+    ...(e.tracestate === undefined ? {} : { tracestate: e.tracestate })
   })
   // One allocation, written in place: the head, the meta's UTF-8 and the body (every byte set).
   const metaLen = Buffer.byteLength(meta, "utf8")

@@ -28,6 +28,8 @@ import { BadRequest, BodyTooSlow, type EdgeError, NotReady, type Outcome, refusa
 import { makeBodyPace } from "./body-pace.js"
 import { type ApiServices, Gate, perServices } from "./gate.js"
 import * as Metrics from "./metrics.js"
+import { tracingOf } from "../observability/tracing.js"
+import { contextOf, endIngest, startIngest } from "./ingest-trace.js"
 
 type Headers = Readonly<Record<string, string>>
 
@@ -168,9 +170,12 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate | 
     const archive = config.archive.enabled
     // The Writer of the services context in force, looked up once per context.
     const writerIn = perServices((services) => Context.get(services, Writer))
+    // Tracing on: each request is a span (ingest-trace.ts); off, the checks of `tracing` are all it costs.
+    const tracing = yield* tracingOf
 
     const send = (res: ServerResponse, started: number, outcome: Outcome, status: number, body: unknown, headers?: Headers) => {
       record(outcome, (performance.now() - started) / 1000)
+      if (tracing !== undefined) endIngest(res, status, outcome === "duplicate" ? (body as { id: string }).id : undefined)
       const text = JSON.stringify(body)
       res.writeHead(status, { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(text) })
       res.end(text)
@@ -180,6 +185,7 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate | 
     // `h_<hex>_<hex>` (hook-id.ts), so the text is ASCII with nothing to escape.
     const sendAccepted = (res: ServerResponse, started: number, id: string, seq: number) => {
       record("accepted", (performance.now() - started) / 1000)
+      if (tracing !== undefined) endIngest(res, 202, id)
       const text = `{"id":"${id}","seq":${seq}}`
       res.writeHead(202, ["content-type", "application/json", "content-length", String(text.length)])
       res.end(text)
@@ -263,7 +269,8 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate | 
           headers: keptHeaders(headers, typeof source.tenant === "string" ? undefined : source.tenant.header),
           idempotencyKey,
           archive,
-          eventType
+          eventType,
+          trace: tracing === undefined ? undefined : contextOf(res, tenant)
         },
         answer(res, started)
       )
@@ -272,6 +279,7 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate | 
     return (req, res, sourceId) => {
       const started = performance.now()
       try {
+        if (tracing !== undefined) startIngest(tracing, req, res, sourceId)
         const g = current()
         if (view.of !== g) view = viewOf(g)
         const source = view.sources.get(sourceId)

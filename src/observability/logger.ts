@@ -2,8 +2,9 @@
  * Structured logs: one JSON object per line on stdout, filtered at the level
  * of `log.level`.
  */
-import { Formatter, Layer, Logger, type LogLevel, References } from "effect"
+import { Context, Formatter, Layer, Logger, type LogLevel, References, Tracer } from "effect"
 import type { LogLevel as Level } from "../domain/config.js"
+import { TraceSpan } from "./trace-span.js"
 
 const LEVELS: Record<Level, LogLevel.LogLevel> = {
   trace: "Trace",
@@ -19,11 +20,14 @@ export const toLogLevel = (level: Level): LogLevel.LogLevel => LEVELS[level]
 
 /**
  * One JSON object per line on stdout, with the fields operators already parse
- * (`message`, `logLevel`, `timestamp`, `cause`, `annotations`, `spans`, `fiberId`).
+ * (`message`, `logLevel`, `timestamp`, `cause`, `annotations`, `spans`, `fiberId`), and
+ * `traceId` and `spanId` when the line is written under a traced span (docs/observability.md).
  */
 export const jsonLines = Logger.withConsoleLog(
-  Logger.map(Logger.formatStructured, (s) => {
+  Logger.make((options) => {
+    const s = Logger.formatStructured.log(options)
     const { message, fields } = splitMessage(s.message)
+    const span = Context.getOrUndefined(options.fiber.context, Tracer.ParentSpan)
     return Formatter.formatJson({
       message,
       logLevel: s.level,
@@ -31,7 +35,8 @@ export const jsonLines = Logger.withConsoleLog(
       cause: s.cause,
       annotations: { ...fields, ...s.annotations },
       spans: s.spans,
-      fiberId: s.fiberId
+      fiberId: s.fiberId,
+      ...(span instanceof TraceSpan ? { traceId: span.traceId, spanId: span.spanId } : {})
     })
   })
 )

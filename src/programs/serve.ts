@@ -53,6 +53,8 @@ import * as Reclaim from "../lifecycle/reclaim.js"
 import * as Replay from "../queue/replay.js"
 import * as StoreCheck from "../queue/format/check-service.js"
 import * as StoreHealth from "../observability/store-health.js"
+import * as Tracing from "../observability/tracing.js"
+import pkg from "../../package.json" with { type: "json" }
 import { postgresUrl, redactUrl } from "../domain/config-store.js"
 import { layerPostgres } from "../store/postgres.js"
 import { layerRocksDb } from "../store/rocksdb.js"
@@ -260,6 +262,8 @@ export const serve = (config: Config, options: ConfigLoader.LoadOptions = {}) =>
   const storeDir = storeDirOf(dataDir)
   // First: SIGHUP reloads from here on (docs/configuration.md "Reloading"), never ends the process.
   const launched = Live.layer(config, options).pipe(
+    // Tracing (off unless telemetry.otlp.endpoint is set) before the parts that start spans; its exporter flushes last.
+    andThen(Tracing.layer(config.telemetry, pkg.version)),
     andThen(store(config, storeDir, options.env ?? process.env)),
     andThen(http(config, dataDir)),
     andThen(lease(config)),

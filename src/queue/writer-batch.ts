@@ -8,6 +8,7 @@ import * as Dedupe from "../domain/dedupe.js"
 import { validTenantId } from "../domain/tenants.js"
 import { DEFAULT_TENANT, encodeEnvelope } from "../domain/envelope.js"
 import * as HookId from "../domain/hook-id.js"
+import { formatTraceparent } from "../domain/trace-context.js"
 import * as Keys from "../domain/keys.js"
 import type { Op } from "../domain/ops.js"
 import { ingest, type Transition } from "../domain/deliveries.js"
@@ -162,6 +163,7 @@ export const buildHooks = (
       sinks,
       idempotencyKey: req.idempotencyKey,
       eventType: req.eventType,
+      ...(req.trace === undefined ? {} : { traceparent: formatTraceparent(req.trace), tracestate: req.trace.traceState }),
       body: req.body
     })
     // The hook's rows' bytes, exactly as `ingest` counts them; a refused hook gives its seq back.

@@ -20,6 +20,9 @@ import { DEFAULT_TENANT } from "../domain/envelope.js"
 import type { StoreError, StoreShape } from "../store/store.js"
 import { tenants as tenantsGauge } from "../observability/delivery-metrics.js"
 import * as WriterMetrics from "../observability/writer-metrics.js"
+import { Spans } from "../observability/span-names.js"
+import { nowNanos } from "../observability/trace-span.js"
+import { batchSpan, type TracingShape } from "../observability/tracing.js"
 import type { EndpointsShape } from "./endpoints.js"
 import type { WakeShape } from "./wake.js"
 import { endpointsFanOut, fanFrom } from "./writer-fanout.js"
@@ -42,6 +45,8 @@ export interface CommitDeps {
   readonly logThrown: (thrown: unknown) => Effect.Effect<void>
   /** After a successful write, before its answers: clears the store's failed mark, if set. */
   readonly storeTook: () => unknown
+  /** Tracing on: each write is a span (src/observability/tracing.ts). */
+  readonly tracing: TracingShape | undefined
 }
 
 const answerAs = (exit: Exit.Exit<IngestResult, SubmitError>) => () => exit
@@ -92,9 +97,17 @@ export const makeCommit = (d: CommitDeps) => {
     // Persisted in every batch, so a seq is never reused even after its hook is reclaimed.
     extra.push(put("default", Keys.Meta.nextSeq, Keys.encodeU64(built.nextSeq)))
     const started = performance.now()
-    return Effect.flatMap(store.write(Deliveries.batch(built.transitions, extra), { sync: true }), () =>
+    const written = store.write(Deliveries.batch(built.transitions, extra), { sync: true })
+    return Effect.flatMap(d.tracing === undefined ? written : traced(d.tracing, built, written), () =>
       finish(count, started, { now, nextSeq: built.nextSeq, nextOrd }, ords, learn, built.answers, built.held, thrown)
     )
+  }
+
+  /** The write as the batch's span, linked to the ingest spans of the hooks it holds. */
+  const traced = (tracing: TracingShape, built: Built, written: Effect.Effect<void, StoreError>) => {
+    const span = batchSpan(tracing, Spans.commit, built.answers.map(([w]) => w.req.trace))
+    span.attribute("ankusa.hooks", built.transitions.length)
+    return Effect.onExit(written, (exit) => Effect.sync(() => span.end(nowNanos(), exit)))
   }
 
   /** Quota refusals answered at once (TEN-2: before anything of the tenant is written); what a callback threw. */

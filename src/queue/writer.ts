@@ -6,6 +6,7 @@
  */
 import { Cause, Context, Data, Effect, Exit, Fiber, Layer, Metric, Option, Semaphore } from "effect"
 import * as HookId from "../domain/hook-id.js"
+import type { TraceContext } from "../domain/trace-context.js"
 import * as Keys from "../domain/keys.js"
 import { type Op, put } from "../domain/ops.js"
 import * as TenantOrds from "../domain/tenants.js"
@@ -14,6 +15,7 @@ import { overQuota, TenantQuota } from "../domain/admission.js"
 import { Store, type StoreError, type StoreShape } from "../store/store.js"
 import { tenants as tenantsGauge } from "../observability/delivery-metrics.js"
 import * as WriterMetrics from "../observability/writer-metrics.js"
+import { tracingOf } from "../observability/tracing.js"
 import { Limits } from "./limits.js"
 import { QueuedBytes } from "./queued-bytes.js"
 import { resolveOptions, type WriterOptions } from "./writer-options.js"
@@ -37,6 +39,8 @@ export interface IngestRequest {
   readonly archive: boolean
   /** The event type the source's rule found; filters the tenant's endpoints. */
   readonly eventType?: string | undefined
+  /** The ingest span's context (tracing on): kept in the envelope, linked from the commit's span. */
+  readonly trace?: TraceContext | undefined
 }
 
 export interface IngestResult {
@@ -155,7 +159,8 @@ export const make = (options: WriterOptions = {}) =>
       Effect.suspend(() => logThrown(answerAll(items, () => exit)))
 
     const storeTook = () => storeFailed && ((storeFailed = false), WriterMetrics.storeWritable.updateUnsafe(1, metricsContext))
-    const commit = makeCommit({ store, wake, endpoints, quota, state, cache, options: o, context: metricsContext, answerAll, logThrown, storeTook })
+    const tracing = yield* tracingOf
+    const commit = makeCommit({ store, wake, endpoints, quota, state, cache, options: o, context: metricsContext, answerAll, logThrown, storeTook, tracing })
 
     // Every request of the batch gets an answer: a failed commit fails them all (completed ones stay completed).
     const run = (items: ReadonlyArray<Item>) =>

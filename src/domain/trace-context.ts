@@ -1,0 +1,62 @@
+/**
+ * W3C trace context (https://www.w3.org/TR/trace-context/): the `traceparent` codec, the
+ * `tracestate` check and the parent-based ratio sampler's decision. Pure; the tracer is
+ * src/observability/tracing.ts (docs/observability.md).
+ */
+
+export interface TraceContext {
+  /** 32 lower-case hex digits, not all zero. */
+  readonly traceId: string
+  /** 16 lower-case hex digits, not all zero: the span that is the parent of what comes next. */
+  readonly spanId: string
+  readonly sampled: boolean
+  /** The `tracestate` that came with it, checked (`validTraceState`); carried on as it is. */
+  readonly traceState?: string | undefined
+}
+
+const HEX32 = /^[0-9a-f]{32}$/
+const HEX16 = /^[0-9a-f]{16}$/
+const ZERO32 = "0".repeat(32)
+const ZERO16 = "0".repeat(16)
+
+/** At most 32 list members of at most 256 characters each, so 512 characters is the spec's limit to keep. */
+export const TRACESTATE_MAX_CHARS = 512
+
+/**
+ * A `traceparent` header, or undefined when it is not one. Version 00 is exactly 55 characters;
+ * a later version is read by its first four fields (the spec's forward compatibility), `ff` never.
+ */
+export const parseTraceparent = (value: string | undefined, traceState?: string | undefined): TraceContext | undefined => {
+  if (value === undefined || value.length < 55) return undefined
+  const v = value.trim()
+  if (v.length < 55 || v[2] !== "-" || v[35] !== "-" || v[52] !== "-") return undefined
+  const version = v.slice(0, 2)
+  if (!/^[0-9a-f]{2}$/.test(version) || version === "ff") return undefined
+  if (version === "00" ? v.length !== 55 : v.length > 55 && v[55] !== "-") return undefined
+  const traceId = v.slice(3, 35)
+  const spanId = v.slice(36, 52)
+  const flags = v.slice(53, 55)
+  if (!HEX32.test(traceId) || traceId === ZERO32 || !HEX16.test(spanId) || spanId === ZERO16 || !/^[0-9a-f]{2}$/.test(flags)) return undefined
+  const state = validTraceState(traceState)
+  return { traceId, spanId, sampled: (parseInt(flags, 16) & 1) === 1, ...(state === undefined ? {} : { traceState: state }) }
+}
+
+/** The `traceparent` of a context (version 00). */
+export const formatTraceparent = (c: TraceContext): string => `00-${c.traceId}-${c.spanId}-${c.sampled ? "01" : "00"}`
+
+/** A `tracestate` worth carrying on: printable ASCII, at most TRACESTATE_MAX_CHARS, not empty; else undefined (dropped). */
+export const validTraceState = (value: string | undefined): string | undefined => {
+  if (value === undefined) return undefined
+  const v = value.trim()
+  return v.length > 0 && v.length <= TRACESTATE_MAX_CHARS && /^[\x20-\x7e]+$/.test(v) ? v : undefined
+}
+
+/**
+ * The ratio sampler's decision for a trace with no parent to follow: the trace id's last 8 hex
+ * digits as a fraction of 2^32 against `ratio`, so every span of one trace decides alike.
+ */
+export const sampledByRatio = (traceId: string, ratio: number): boolean => {
+  if (ratio >= 1) return true
+  if (ratio <= 0) return false
+  return parseInt(traceId.slice(24, 32), 16) / 0x1_0000_0000 < ratio
+}

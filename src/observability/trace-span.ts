@@ -1,0 +1,84 @@
+/**
+ * The gateway's span: what the exporter sends (otlp-export.ts), made by the plain-callback hot
+ * paths through `Tracing.start` and by Effect code through the tracer of tracing.ts, so it is
+ * also an Effect `Tracer.Span` (a log line under it carries its ids, logger.ts).
+ */
+import { Context, type Exit, Option, type Tracer } from "effect"
+import { randomFillSync } from "node:crypto"
+import type { TraceContext } from "../domain/trace-context.js"
+
+// Ids come from a pool of random bytes refilled 4 KiB at a time: one syscall per ~170 spans.
+const POOL = Buffer.allocUnsafe(4096)
+let at = POOL.length
+const randomHex = (bytes: number): string => {
+  if (at + bytes > POOL.length) (randomFillSync(POOL), (at = 0))
+  const s = POOL.toString("hex", at, at + bytes)
+  at += bytes
+  return s
+}
+export const newTraceId = (): string => randomHex(16)
+export const newSpanId = (): string => randomHex(8)
+
+// Epoch nanoseconds with the monotonic clock's resolution.
+const ORIGIN = BigInt(Date.now()) * 1_000_000n - process.hrtime.bigint()
+export const nowNanos = (): bigint => ORIGIN + process.hrtime.bigint()
+
+export interface Link {
+  readonly traceId: string
+  readonly spanId: string
+}
+
+export type Sink = (span: TraceSpan) => void
+
+export class TraceSpan implements Tracer.Span {
+  readonly _tag = "Span"
+  readonly annotations = Context.empty()
+  readonly attributes = new Map<string, unknown>()
+  links: Array<Tracer.SpanLink> = []
+  /** Links to spans of other traces (a batch's requests), exported as OTLP links. */
+  readonly linked: Array<Link> = []
+  status: Tracer.SpanStatus
+  /** OTLP status: 0 unset, 2 error. */
+  error = false
+  constructor(
+    readonly name: string,
+    readonly kind: Tracer.SpanKind,
+    readonly traceId: string,
+    readonly spanId: string,
+    readonly parentSpanId: string | undefined,
+    readonly sampled: boolean,
+    readonly traceState: string | undefined,
+    startTime: bigint,
+    private readonly sink: Sink | undefined
+  ) {
+    this.status = { _tag: "Started", startTime }
+  }
+  get parent(): Option.Option<Tracer.AnySpan> {
+    return this.parentSpanId === undefined ? Option.none() : Option.some({ _tag: "ExternalSpan", spanId: this.parentSpanId, traceId: this.traceId, sampled: this.sampled, annotations: Context.empty() })
+  }
+  /** The context a child of this span, or a receiver, continues. */
+  context(): TraceContext {
+    return { traceId: this.traceId, spanId: this.spanId, sampled: this.sampled, traceState: this.traceState }
+  }
+  attribute(key: string, value: unknown): void {
+    this.attributes.set(key, value)
+  }
+  event(): void {}
+  addLinks(links: ReadonlyArray<Tracer.SpanLink>): void {
+    this.links.push(...links)
+    for (const l of links) this.linked.push({ traceId: l.span.traceId, spanId: l.span.spanId })
+  }
+  end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
+    if (this.status._tag === "Ended") return
+    if (exit._tag === "Failure") this.error = true
+    this.status = { _tag: "Ended", startTime: this.status.startTime, endTime, exit }
+    if (this.sampled) this.sink?.(this)
+  }
+  /** End now, from a plain callback: `error` marks the span's status as an error. */
+  endNow(error = false): void {
+    if (error) this.error = true
+    this.end(nowNanos(), OK)
+  }
+}
+
+const OK = { _tag: "Success", value: undefined } as unknown as Exit.Exit<unknown, unknown>
