@@ -9,6 +9,7 @@ import { Effect } from "effect"
 import { tenantOf } from "../domain/envelope.js"
 import { formatTraceparent, parseTraceparent } from "../domain/trace-context.js"
 import { Spans } from "../observability/span-names.js"
+import type { TraceSpan } from "../observability/trace-span.js"
 import type { TracingShape } from "../observability/tracing.js"
 import type { QueueShape } from "../queue/queue.js"
 import type { Job, Sink } from "./destination.js"
@@ -36,19 +37,23 @@ export const makeCallTrace = (tracing: TracingShape, queue: QueueShape, run: (e:
     return u
   }
 
-  return (sink: Sink, job: Job): TracedCall => {
-    const env = job.env
-    const span = tracing.start(Spans.attempt, parseTraceparent(env.traceparent, env.tracestate))
-    job.span = span
+  const describe = (span: TraceSpan, sink: Sink, job: Job) => {
     const u = urlOf(sink)
     span.attribute("http.request.method", "POST")
     span.attribute("url.full", u.full)
     span.attribute("server.address", u.host)
     span.attribute("server.port", u.port)
     span.attribute("ankusa.destination", job.name)
-    span.attribute("ankusa.tenant", tenantOf(env))
-    span.attribute("ankusa.source", env.sourceId)
-    span.attribute("ankusa.hook_id", env.id)
+    span.attribute("ankusa.tenant", tenantOf(job.env))
+    span.attribute("ankusa.source", job.env.sourceId)
+    span.attribute("ankusa.hook_id", job.env.id)
+  }
+
+  return (sink: Sink, job: Job): TracedCall => {
+    const env = job.env
+    const span = tracing.start(Spans.attempt, parseTraceparent(env.traceparent, env.tracestate))
+    job.span = span
+    if (span.sampled) describe(span, sink, job)
     // The attempt number is the delivery row's count so far, read while the call runs (sampled spans only).
     let waits = 1
     const ended = () => --waits === 0 && span.endNow()

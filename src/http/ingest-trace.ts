@@ -18,12 +18,13 @@ export const startIngest = (tracing: TracingShape, req: IncomingMessage, res: Se
   const h = req.headers
   const parent = parseTraceparent(h.traceparent as string | undefined, h.tracestate as string | undefined)
   const span = tracing.start(Spans.ingest, parent)
+  ;(res as Traced)[SPAN] = span
+  if (!span.sampled) return
   span.attribute("http.request.method", "POST")
   span.attribute("http.route", "/v1/hooks/:source")
   span.attribute("url.path", `/v1/hooks/${encodeURIComponent(source)}`)
   span.attribute("url.scheme", "http")
   span.attribute("ankusa.source", source)
-  ;(res as Traced)[SPAN] = span
 }
 
 /** The context the hook keeps (its envelope) and the Writer's commit span links to. */

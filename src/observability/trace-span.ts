@@ -60,8 +60,9 @@ export class TraceSpan implements Tracer.Span {
   context(): TraceContext {
     return { traceId: this.traceId, spanId: this.spanId, sampled: this.sampled, traceState: this.traceState }
   }
+  /** Kept only on a sampled span: an unsampled one is never exported, so its attributes are not worth a write. */
   attribute(key: string, value: unknown): void {
-    this.attributes.set(key, value)
+    if (this.sampled) this.attributes.set(key, value)
   }
   event(): void {}
   addLinks(links: ReadonlyArray<Tracer.SpanLink>): void {

@@ -89,6 +89,7 @@ export const batchSpan = (tracing: TracingShape, s: SpanName, members: ReadonlyA
   for (const m of members) if (m !== undefined && (parent === undefined || (m.sampled && !parent.sampled))) parent = m
   const span = tracing.start(s, parent)
   if (startTime !== undefined) span.status = { _tag: "Started", startTime }
+  if (!span.sampled) return span
   let dropped = 0
   for (const m of members) {
     if (m === undefined || m === parent) continue
