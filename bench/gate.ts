@@ -23,6 +23,7 @@ export const BENCHES: ReadonlyArray<{ readonly name: string; readonly script?: s
   { name: "dispatch-tick-bench" },
   { name: "ingest-bench" },
   { name: "delivery-bench" },
+  { name: "trace-bench" },
   { name: "ingest-bench-postgres", script: "ingest-bench", args: ["--store", "postgres"] },
   { name: "delivery-bench-postgres", script: "delivery-bench", args: ["--store", "postgres"] },
   { name: "noisy-neighbour" },
