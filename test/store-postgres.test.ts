@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Stream } from "effect"
 import fc from "fast-check"
+import * as net from "node:net"
 import { asBuffer, compare } from "../src/domain/keys.js"
 import { type Batch, type ColumnFamily, del, deleteRange, encodeInt64LE, merge, type Op, put } from "../src/domain/ops.js"
 import { makeMemoryStore } from "../src/store/memory.js"
@@ -146,6 +147,55 @@ describe.skipIf(pgUnavailable !== undefined)("Store on PostgreSQL", () => {
       const store = yield* openStore({ url })
       expect(yield* store.get("hooks", row)).toEqual(row)
     }))
+
+  it.live("a commit whose answer is lost is applied once and reported committed; one never sent is reported failed", () =>
+    Effect.gen(function* () {
+      const url = new URL(yield* freshDatabase)
+      // A forwarder that can swallow the server's answers and then cut its connections.
+      let swallow = false
+      let cutUp = false
+      const open = new Set<net.Socket>()
+      const proxy = net.createServer((client) => {
+        const upstream = net.connect(Number(url.port), "127.0.0.1")
+        for (const sock of [client, upstream]) {
+          open.add(sock)
+          sock.on("close", () => open.delete(sock))
+          sock.on("error", () => sock.destroy())
+        }
+        client.on("data", (d) => void (cutUp || upstream.write(d)))
+        upstream.on("data", (d) => void (swallow || client.write(d)))
+        client.on("close", () => upstream.destroy())
+        upstream.on("close", () => client.destroy())
+      })
+      yield* Effect.promise(() => new Promise<void>((r) => proxy.listen(0, "127.0.0.1", () => r())))
+      yield* Effect.addFinalizer(() => Effect.promise(() => new Promise<void>((r) => proxy.close(() => r()))))
+      const via = new URL(url.href)
+      via.port = String((proxy.address() as net.AddressInfo).port)
+      const store = yield* openStore({ url: via.href, connectTimeoutMs: 2_000 })
+      const key = Buffer.from([0x00, 0x00, 0x00, 0x01, 0x61])
+      yield* store.write([merge("counters", key, 1n)], { sync: true })
+      // The next commit reaches the server and commits; its answer never comes back, then the connection drops.
+      swallow = true
+      const lost = Effect.runPromiseExit(store.write([merge("counters", key, 1n)], { sync: true }))
+      yield* Effect.sleep("500 millis")
+      swallow = false
+      for (const sock of open) sock.destroy()
+      const exit = yield* Effect.promise(() => lost)
+      // Settled by its token: committed, so a success, and the caller has nothing to send again.
+      expect(exit._tag).toBe("Success")
+      expect(yield* store.getCounters("counters", [key])).toEqual([2n])
+      expect(pg().psql(dbOf(url.href), "SELECT count(*) FROM ankusa.applied").trim()).toBe("3")
+      // A commit that never reaches the server: settled as absent (its token poisoned), so a failure
+      // the caller may send again, and the counter moved by nobody.
+      cutUp = true
+      const never = Effect.runPromiseExit(store.write([merge("counters", key, 1n)], { sync: true }))
+      yield* Effect.sleep("300 millis")
+      cutUp = false
+      for (const sock of open) sock.destroy()
+      expect((yield* Effect.promise(() => never))._tag).toBe("Failure")
+      expect(yield* store.getCounters("counters", [key])).toEqual([2n])
+      expect(pg().psql(dbOf(url.href), "SELECT count(*) FROM ankusa.applied WHERE poisoned").trim()).toBe("1")
+    }), 60_000)
 
   it.effect("a store that cannot connect fails to open with a StoreError that names the host and not the password", () =>
     Effect.gen(function* () {

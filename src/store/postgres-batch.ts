@@ -10,7 +10,7 @@
 import { asBuffer, compare } from "../domain/keys.js"
 import { type Batch, type ColumnFamily, decodeInt64LE } from "../domain/ops.js"
 import type { Range } from "./store.js"
-import { fenceFunctionOf, Tables, tableOf } from "./postgres-schema.js"
+import { appliedTableOf, fenceFunctionOf, Tables, tableOf } from "./postgres-schema.js"
 
 type Final =
   | { readonly tag: "put"; readonly value: Uint8Array }
@@ -187,7 +187,7 @@ const familyParts = (
  * nothing. An unsynced batch sets `synchronous_commit` off for its own transaction only
  * (`set_config(..., true)` is `SET LOCAL`): the commit does not wait for the WAL flush.
  */
-export const batchStatement = (schema: string, batch: Batch, sync: boolean, fence?: bigint): Statement | undefined => {
+export const batchStatement = (schema: string, batch: Batch, sync: boolean, fence?: bigint, token?: bigint): Statement | undefined => {
   const params: Array<unknown> = []
   const param = (value: unknown) => {
     params.push(value)
@@ -198,6 +198,8 @@ export const batchStatement = (schema: string, batch: Batch, sync: boolean, fenc
   const folded = fold(batch)
   for (const cf of [...folded.keys()].sort()) parts.push(...familyParts(schema, cf, folded.get(cf)!, param))
   if (parts.length === 0) return undefined
+  // The commit's token: sent again after a lost answer, the batch fails on the key instead of applying twice.
+  if (token !== undefined) parts.unshift(`INSERT INTO ${appliedTableOf(schema)} (token) VALUES (${param(token.toString())}::bigint)`)
   const ctes = (ps: ReadonlyArray<string>) => (ps.length === 0 ? "" : `WITH ${ps.map((p, i) => `w${i} AS (${p})`).join(", ")} `)
   // Fenced (a lease holder's batch): the main query calls the fence, whose failure aborts every part.
   const last = [

@@ -11,8 +11,10 @@ import { type ColumnFamily, ColumnFamilies } from "../domain/ops.js"
  * The layout of the tables this build creates and reads; a database stamped higher is refused.
  * 2: the lease row and the fence function (docs/architecture.md "High availability"); a version 1
  * database gets them at its next open.
+ * 3: the `applied` table of commit tokens (postgres.ts: a commit whose answer was lost is found
+ * there, so it is never applied twice); an older database gets it at its next open.
  */
-export const POSTGRES_SCHEMA_VERSION = 2
+export const POSTGRES_SCHEMA_VERSION = 3
 
 /** The PostgreSQL schema (namespace) that holds the tables unless the options name another. */
 export const DEFAULT_POSTGRES_SCHEMA = "ankusa"
@@ -58,7 +60,19 @@ export const tablesDdl = (schema: string): ReadonlyArray<string> => [
     return `CREATE TABLE ${tableOf(schema, cf)} (k bytea PRIMARY KEY, v ${t.value} NOT NULL)${t.with === undefined ? "" : ` WITH (${t.with})`}`
   }),
   ...leaseDdl(schema),
+  ...appliedDdl(schema),
   `INSERT INTO ${metaTableOf(schema)} (name, value) VALUES ('${SCHEMA_VERSION_ROW}', ${POSTGRES_SCHEMA_VERSION})`
+]
+
+export const appliedTableOf = (schema: string): string => `${quoteIdent(schema)}."applied"`
+
+/**
+ * The tokens of the commits of the last APPLIED_KEEP_MS: each batch inserts its own (postgres-batch.ts);
+ * a commit whose answer was lost is settled by its token (postgres-commit.ts), `poisoned` when the
+ * settling found no batch and put the token there first, so that the batch can never commit.
+ */
+export const appliedDdl = (schema: string): ReadonlyArray<string> => [
+  `CREATE TABLE IF NOT EXISTS ${appliedTableOf(schema)} (token bigint PRIMARY KEY, poisoned boolean NOT NULL DEFAULT false, at timestamptz NOT NULL DEFAULT now())`
 ]
 
 export const leaseTableOf = (schema: string): string => `${quoteIdent(schema)}."lease"`
@@ -87,11 +101,15 @@ export const leaseDdl = (schema: string): ReadonlyArray<string> => [
    END $fence$`
 ]
 
-/** A version 1 database at its next open: the lease and the fence, then the stamp. */
+/** An older database at its next open: the lease and the fence (from 1), the commit tokens (from 1 or 2), then the stamp. */
 export const upgradeDdl = (schema: string, from: number): ReadonlyArray<string> =>
   from >= POSTGRES_SCHEMA_VERSION
     ? []
-    : [...leaseDdl(schema), `UPDATE ${metaTableOf(schema)} SET value = ${POSTGRES_SCHEMA_VERSION} WHERE name = '${SCHEMA_VERSION_ROW}'`]
+    : [
+        ...(from < 2 ? leaseDdl(schema) : []),
+        ...appliedDdl(schema),
+        `UPDATE ${metaTableOf(schema)} SET value = ${POSTGRES_SCHEMA_VERSION} WHERE name = '${SCHEMA_VERSION_ROW}'`
+      ]
 
 export const readSchemaVersion = (schema: string): string =>
   `SELECT value FROM ${metaTableOf(schema)} WHERE name = '${SCHEMA_VERSION_ROW}'`

@@ -13,7 +13,8 @@ import type { SqlClient } from "effect/sql/SqlClient"
 import { decodeU32, familyOf, Meta } from "../domain/keys.js"
 import { type Batch, type ColumnFamily, ColumnFamilies, ColumnFamiliesV2, decodeInt64LE, encodeInt64LE } from "../domain/ops.js"
 import { CURRENT_FORMAT, initialize } from "./open.js"
-import { batchStatement, refusal } from "./postgres-batch.js"
+import { refusal } from "./postgres-batch.js"
+import { makeCommits } from "./postgres-commit.js"
 import {
   DEFAULT_POSTGRES_SCHEMA,
   metaDdl,
@@ -48,8 +49,7 @@ export interface PostgresOptions {
 
 export const DEFAULT_POSTGRES_MAX_CONNECTIONS = 8
 export const DEFAULT_POSTGRES_CONNECT_TIMEOUT_MS = 10_000
-/** A batch that PostgreSQL aborted as a deadlock victim is sent again at most this many times. */
-export const POSTGRES_DEADLOCK_RETRIES = 3
+export { POSTGRES_DEADLOCK_RETRIES } from "./postgres-commit.js"
 
 type Values = ReadonlyArray<ReadonlyArray<unknown>>
 
@@ -88,8 +88,6 @@ const errorOf = (op: string, password: string | undefined, target?: string) => (
   return new StoreError({ op, message })
 }
 
-const isDeadlock = (e: unknown) =>
-  typeof e === "object" && e !== null && (e as { reason?: { _tag?: string } }).reason?._tag === "DeadlockError"
 
 const bytesOf = (v: unknown): Buffer => Buffer.from(v as Uint8Array)
 
@@ -169,17 +167,16 @@ const makeStore = (
     const valueOf = (cf: ColumnFamily) => (v: unknown): Buffer =>
       cf === "counters" ? Buffer.from(encodeInt64LE(v as bigint)) : bytesOf(v)
 
-    const commit = (batch: Batch, sync: boolean): Effect.Effect<void, StoreError> => {
-      const stmt = batchStatement(schema, batch, sync, ha.fence())
-      if (stmt === undefined) return Effect.void
-      const once = trips.time(sql.unsafe(stmt.sql, stmt.params).raw)
-      const attempt = (left: number): Effect.Effect<void, StoreError> =>
-        once.pipe(
-          Effect.andThen(Effect.sync(trips.committed)),
-          Effect.catch((e) => (left > 0 && isDeadlock(e) ? attempt(left - 1) : Effect.fail(fail("write")(e))))
-        )
-      return attempt(POSTGRES_DEADLOCK_RETRIES)
-    }
+    const commits = makeCommits({
+      schema,
+      run: (text, params) => trips.time(sql.unsafe(text, params).raw),
+      query: (text, params) => trips.time(sql.unsafe(text, params).values),
+      fail,
+      committed: trips.committed,
+      fence: ha.fence
+    })
+    const commit = commits.commit
+    yield* Effect.forkScoped(commits.prune)
     const write = (batch: Batch, sync: boolean) =>
       Effect.suspend(() => {
         const why = refusal(batch, open, supported)
