@@ -7,9 +7,9 @@
  */
 import { Effect } from "effect"
 import { tenantOf } from "../domain/envelope.js"
-import { formatTraceparent, parseTraceparent } from "../domain/trace-context.js"
+import { formatTraceparent, parseTraceparent, type TraceContext } from "../domain/trace-context.js"
 import { Spans } from "../observability/span-names.js"
-import type { TraceSpan } from "../observability/trace-span.js"
+import { TraceSpan } from "../observability/trace-span.js"
 import type { TracingShape } from "../observability/tracing.js"
 import type { QueueShape } from "../queue/queue.js"
 import type { Job, Sink } from "./destination.js"
@@ -18,9 +18,13 @@ import type { Attempt } from "./sink-client.js"
 export interface TracedCall {
   /** The header lines of the call's trace context. */
   readonly head: string
-  /** The call ended: its status, and the span's end (once its attempt number is known). */
-  readonly done: (a: Attempt) => void
+  /** A sampled call ended: its status, and the span's end (once its attempt number is known). Absent when unsampled. */
+  readonly done?: ((a: Attempt) => void) | undefined
 }
+
+/** The header lines of a context: `traceparent`, and `tracestate` when it has one. */
+const headOf = (c: TraceContext): string =>
+  `traceparent: ${formatTraceparent(c)}\r\n${c.traceState === undefined ? "" : `tracestate: ${c.traceState}\r\n`}`
 
 /** The URL as a span attribute: scheme, host, port and path; no query, no user info. */
 export const urlAttribute = (url: string): { readonly full: string; readonly host: string; readonly port: number } => {
@@ -51,13 +55,20 @@ export const makeCallTrace = (tracing: TracingShape, queue: QueueShape, run: (e:
 
   return (sink: Sink, job: Job): TracedCall => {
     const env = job.env
-    const span = tracing.start(Spans.attempt, parseTraceparent(env.traceparent, env.tracestate))
+    const tp = env.traceparent
+    const span = tracing.open(Spans.attempt, tp === undefined ? undefined : parseTraceparent(tp, env.tracestate))
+    // Unsampled: only the header that carries the context on (no span, nothing recorded).
+    if (!(span instanceof TraceSpan)) return { head: headOf(span) }
     job.span = span
-    if (span.sampled) describe(span, sink, job)
-    // The attempt number is the delivery row's count so far, read while the call runs (sampled spans only).
+    describe(span, sink, job)
     let waits = 1
     const ended = () => --waits === 0 && span.endNow()
-    if (span.sampled) {
+    // The attempt number. A due row of kind 0 is a first attempt (ingest, a replay, an added sink:
+    // attempts 0), so it is 1 with no read; a retry's (kind 1) is its delivery row's count so far,
+    // read while the call runs. A row recovered at boot after a crash is due as kind 0 whatever
+    // its count (deliveries.ts `recover`), so its attempt reads as 1.
+    if (job.claimed.entry.value.kind === 0) span.attribute("ankusa.attempt", 1)
+    else {
       waits++
       run(
         queue.deliveryRow(job.claimed.ref, job.claimed.entry.value.size).pipe(
@@ -67,9 +78,8 @@ export const makeCallTrace = (tracing: TracingShape, queue: QueueShape, run: (e:
         )
       )
     }
-    const c = span.context()
     return {
-      head: `traceparent: ${formatTraceparent(c)}\r\n${c.traceState === undefined ? "" : `tracestate: ${c.traceState}\r\n`}`,
+      head: headOf(span),
       done: (a) => {
         if (a.status > 0) span.attribute("http.response.status_code", a.status)
         if (a.error !== undefined) span.attribute("error.type", a.error.split(":")[0]!)

@@ -304,7 +304,8 @@ export const makeSinkCalls = (
     /** The sink client's call, or for an endpoint whose URL the guard refuses now, its failure at once (no packet sent). */
     const start = (sink: Sink, job: Job, done: (a: SinkClient.Attempt) => void): (() => void) => {
       const t = traceCall?.(sink, job)
-      if (t !== undefined) done = ((end) => (a: SinkClient.Attempt) => (t.done(a), end(a)))(done)
+      const traced = t?.done
+      if (traced !== undefined) done = ((end) => (a: SinkClient.Attempt) => (traced(a), end(a)))(done)
       if (sink.refusal === undefined) return SinkClient.start(sink.transport, sink.options, keysOf(sink), job.env, now, done, t?.head)
       const at = now()
       const timer = setTimeout(() => done({ status: 0, retryAfter: undefined, error: sink.refusal, durationMs: 0, endedAt: at }), 0)

@@ -79,6 +79,7 @@ export const makeOutcomes = (
       const written = queue.settle(items.map((i) => i.result))
       if (tracing === undefined) return written
       const span = batchSpan(tracing, Spans.outcome, items.map((i) => i.trace))
+      if (span === undefined) return written
       return Effect.onExit(written, (exit) => Effect.sync(() => span.end(nowNanos(), exit)))
     }
 

@@ -55,10 +55,18 @@ const markersOf = (v: Visit): ReadonlyArray<number> => {
   return [...out]
 }
 
-/** Tracing on: the claim as a span, in the trace of the first sampled hook it claimed and linked to the others'. */
+/** A stored `traceparent`'s sampled flag, read from its flags' last hex digit (no parse). */
+const sampledFlag = (tp: string | undefined): boolean => tp !== undefined && tp.length >= 55 && (parseInt(tp[54]!, 16) & 1) === 1
+
+/**
+ * Tracing on: the claim as a span, in the trace of the first sampled hook it claimed and linked to
+ * the others'. A claim of unsampled hooks only is no span, found without parsing their contexts.
+ */
 const claimSpan = (tracing: TracingShape, visits: ReadonlyArray<Visit>, startedAt: bigint) => {
+  if (!visits.some((v) => v.envelopes.some((e) => sampledFlag(e?.traceparent)))) return
   const members = visits.flatMap((v) => v.envelopes.map((e) => parseTraceparent(e?.traceparent, e?.tracestate)))
   const span = batchSpan(tracing, Spans.claim, members, startedAt)
+  if (span === undefined) return
   span.attribute("ankusa.rows", members.length)
   span.endNow()
 }

@@ -6,20 +6,22 @@
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { parseTraceparent, type TraceContext } from "../domain/trace-context.js"
 import { Spans } from "../observability/span-names.js"
-import type { TraceSpan } from "../observability/trace-span.js"
+import { TraceSpan } from "../observability/trace-span.js"
 import type { TracingShape } from "../observability/tracing.js"
 
 const SPAN = Symbol("ankusa.ingest.span")
 
-type Traced = ServerResponse & { [SPAN]?: TraceSpan | undefined }
+/** A sampled request's span, or an unsampled one's context only (no span object: nothing to record). */
+type Traced = ServerResponse & { [SPAN]?: TraceSpan | TraceContext | undefined }
 
 /** Start the request's span, continuing the sender's `traceparent` (and `tracestate`) when it sent a valid one. */
 export const startIngest = (tracing: TracingShape, req: IncomingMessage, res: ServerResponse, source: string): void => {
   const h = req.headers
-  const parent = parseTraceparent(h.traceparent as string | undefined, h.tracestate as string | undefined)
-  const span = tracing.start(Spans.ingest, parent)
+  const tp = h.traceparent
+  const parent = tp === undefined ? undefined : parseTraceparent(tp as string, h.tracestate as string | undefined)
+  const span = tracing.open(Spans.ingest, parent)
   ;(res as Traced)[SPAN] = span
-  if (!span.sampled) return
+  if (!(span instanceof TraceSpan)) return
   span.attribute("http.request.method", "POST")
   span.attribute("http.route", "/v1/hooks/:source")
   span.attribute("url.path", `/v1/hooks/${encodeURIComponent(source)}`)
@@ -30,7 +32,7 @@ export const startIngest = (tracing: TracingShape, req: IncomingMessage, res: Se
 /** The context the hook keeps (its envelope) and the Writer's commit span links to. */
 export const contextOf = (res: ServerResponse, tenant: string): TraceContext | undefined => {
   const span = (res as Traced)[SPAN]
-  if (span === undefined) return undefined
+  if (!(span instanceof TraceSpan)) return span
   span.attribute("ankusa.tenant", tenant)
   return span.context()
 }
@@ -40,6 +42,7 @@ export const endIngest = (res: ServerResponse, status: number, hookId?: string):
   const span = (res as Traced)[SPAN]
   if (span === undefined) return
   ;(res as Traced)[SPAN] = undefined
+  if (!(span instanceof TraceSpan)) return
   span.attribute("http.response.status_code", status)
   if (hookId !== undefined) span.attribute("ankusa.hook_id", hookId)
   span.endNow(status >= 500)

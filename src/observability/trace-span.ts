@@ -30,13 +30,17 @@ export interface Link {
 
 export type Sink = (span: TraceSpan) => void
 
+const NO_LINKS: Array<Tracer.SpanLink> = []
+const NO_LINKED: Array<Link> = []
+
 export class TraceSpan implements Tracer.Span {
   readonly _tag = "Span"
   readonly annotations = Context.empty()
   readonly attributes = new Map<string, unknown>()
-  links: Array<Tracer.SpanLink> = []
+  /** Shared empty arrays until a first link: most spans have none. */
+  links: Array<Tracer.SpanLink> = NO_LINKS
   /** Links to spans of other traces (a batch's requests), exported as OTLP links. */
-  readonly linked: Array<Link> = []
+  linked: Array<Link> = NO_LINKED
   status: Tracer.SpanStatus
   /** OTLP status: 0 unset, 2 error. */
   error = false
@@ -65,9 +69,16 @@ export class TraceSpan implements Tracer.Span {
     if (this.sampled) this.attributes.set(key, value)
   }
   event(): void {}
+  /** A link to a span of another trace. */
+  link(l: Link): void {
+    if (this.linked === NO_LINKED) this.linked = []
+    this.linked.push(l)
+  }
   addLinks(links: ReadonlyArray<Tracer.SpanLink>): void {
+    if (links.length === 0) return
+    if (this.links === NO_LINKS) this.links = []
     this.links.push(...links)
-    for (const l of links) this.linked.push({ traceId: l.span.traceId, spanId: l.span.spanId })
+    for (const l of links) this.link({ traceId: l.span.traceId, spanId: l.span.spanId })
   }
   end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
     if (this.status._tag === "Ended") return

@@ -16,6 +16,11 @@ import { newSpanId, newTraceId, nowNanos, TraceSpan } from "./trace-span.js"
 export interface TracingShape {
   /** A span of `s`: a child of `parent` when one is given, else the root of a new trace. */
   readonly start: (s: SpanName, parent: TraceContext | undefined) => TraceSpan
+  /**
+   * The hot paths' start: the span of `s` when its trace is sampled; unsampled, only the context
+   * such a span would have (a new span id, flag `00`), no span object, so nothing is recorded.
+   */
+  readonly open: (s: SpanName, parent: TraceContext | undefined) => TraceSpan | TraceContext
   /** The same spans for `Effect.withSpan` and `Effect.withParentSpan` (provide it with `Effect.withTracer`). */
   readonly tracer: Tracer.Tracer
   /** Export what is queued now (tests, shutdown). */
@@ -64,6 +69,16 @@ export const make = (t: Telemetry, serviceVersion: string) =>
 
     const start = (s: SpanName, parent: TraceContext | undefined): TraceSpan => spanOf(s.name, s.kind, parent, parent?.traceState, nowNanos())
 
+    const open = (s: SpanName, parent: TraceContext | undefined): TraceSpan | TraceContext => {
+      if (parent !== undefined) {
+        if (parent.sampled) return new TraceSpan(s.name, s.kind, parent.traceId, newSpanId(), parent.spanId, true, parent.traceState, nowNanos(), sink)
+        return { traceId: parent.traceId, spanId: newSpanId(), sampled: false, traceState: parent.traceState }
+      }
+      const traceId = newTraceId()
+      if (sampledByRatio(traceId, ratio)) return new TraceSpan(s.name, s.kind, traceId, newSpanId(), undefined, true, undefined, nowNanos(), sink)
+      return { traceId, spanId: newSpanId(), sampled: false, traceState: undefined }
+    }
+
     const tracer = Tracer.make({
       span: (options) => {
         const parent = Option.getOrUndefined(options.parent)
@@ -73,7 +88,7 @@ export const make = (t: Telemetry, serviceVersion: string) =>
       }
     })
 
-    return { start, tracer, flush: exporter.flush } satisfies TracingShape
+    return { start, open, tracer, flush: exporter.flush } satisfies TracingShape
   })
 
 /** The service when `telemetry.otlp.endpoint` is set; nothing otherwise (tracing off). */
@@ -81,19 +96,23 @@ export const layer = (t: Telemetry, serviceVersion: string): Layer.Layer<never> 
   t.otlp.endpoint === "" ? Layer.empty : (Layer.effect(Tracing, make(t, serviceVersion)) as Layer.Layer<never>)
 
 /**
- * A batch's span (a Writer commit, an outcome commit): in the trace of the first sampled member
- * (else the first member's), linked to the others', at most MAX_LINKS links.
+ * A batch's span (a Writer commit, a claim, an outcome commit): in the trace of the first sampled
+ * member, linked to the others', at most MAX_LINKS links. None when no member is sampled: such a
+ * span would never be exported and its context goes nowhere, so it is not made at all.
  */
-export const batchSpan = (tracing: TracingShape, s: SpanName, members: ReadonlyArray<TraceContext | undefined>, startTime?: bigint): TraceSpan => {
+export const batchSpan = (tracing: TracingShape, s: SpanName, members: ReadonlyArray<TraceContext | undefined>, startTime?: bigint): TraceSpan | undefined => {
   let parent: TraceContext | undefined
-  for (const m of members) if (m !== undefined && (parent === undefined || (m.sampled && !parent.sampled))) parent = m
+  for (const m of members) if (m !== undefined && m.sampled) {
+    parent = m
+    break
+  }
+  if (parent === undefined) return undefined
   const span = tracing.start(s, parent)
   if (startTime !== undefined) span.status = { _tag: "Started", startTime }
-  if (!span.sampled) return span
   let dropped = 0
   for (const m of members) {
     if (m === undefined || m === parent) continue
-    if (span.linked.length < MAX_LINKS) span.linked.push({ traceId: m.traceId, spanId: m.spanId })
+    if (span.linked.length < MAX_LINKS) span.link({ traceId: m.traceId, spanId: m.spanId })
     else dropped++
   }
   span.attribute("ankusa.batch.size", members.length)

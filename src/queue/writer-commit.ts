@@ -106,6 +106,7 @@ export const makeCommit = (d: CommitDeps) => {
   /** The write as the batch's span, linked to the ingest spans of the hooks it holds. */
   const traced = (tracing: TracingShape, built: Built, written: Effect.Effect<void, StoreError>) => {
     const span = batchSpan(tracing, Spans.commit, built.answers.map(([w]) => w.req.trace))
+    if (span === undefined) return written
     span.attribute("ankusa.hooks", built.transitions.length)
     return Effect.onExit(written, (exit) => Effect.sync(() => span.end(nowNanos(), exit)))
   }
