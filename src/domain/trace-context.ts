@@ -14,10 +14,25 @@ export interface TraceContext {
   readonly traceState?: string | undefined
 }
 
-const HEX32 = /^[0-9a-f]{32}$/
-const HEX16 = /^[0-9a-f]{16}$/
-const ZERO32 = "0".repeat(32)
-const ZERO16 = "0".repeat(16)
+/** Whether `v[from, to)` is lower-case hex and not all zero (a char-code loop: no regex, no slice). */
+const hexId = (v: string, from: number, to: number): boolean => {
+  let nonZero = false
+  for (let i = from; i < to; i++) {
+    const c = v.charCodeAt(i)
+    if (c >= 49 && c <= 57) nonZero = true
+    else if (c >= 97 && c <= 102) nonZero = true
+    else if (c !== 48) return false
+  }
+  return nonZero
+}
+
+/** The value of the two lower-case hex digits at `at`, or -1. */
+const hexByte = (v: string, at: number): number => {
+  const digit = (c: number) => (c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : -1)
+  const hi = digit(v.charCodeAt(at))
+  const lo = digit(v.charCodeAt(at + 1))
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo
+}
 
 /** At most 32 list members of at most 256 characters each, so 512 characters is the spec's limit to keep. */
 export const TRACESTATE_MAX_CHARS = 512
@@ -28,17 +43,17 @@ export const TRACESTATE_MAX_CHARS = 512
  */
 export const parseTraceparent = (value: string | undefined, traceState?: string | undefined): TraceContext | undefined => {
   if (value === undefined || value.length < 55) return undefined
-  const v = value.trim()
+  const v = value.length === 55 ? value : value.trim()
   if (v.length < 55 || v[2] !== "-" || v[35] !== "-" || v[52] !== "-") return undefined
-  const version = v.slice(0, 2)
-  if (!/^[0-9a-f]{2}$/.test(version) || version === "ff") return undefined
-  if (version === "00" ? v.length !== 55 : v.length > 55 && v[55] !== "-") return undefined
+  const version = hexByte(v, 0)
+  if (version < 0 || version === 0xff) return undefined
+  if (version === 0 ? v.length !== 55 : v.length > 55 && v[55] !== "-") return undefined
+  const flags = hexByte(v, 53)
+  if (!hexId(v, 3, 35) || !hexId(v, 36, 52) || flags < 0) return undefined
   const traceId = v.slice(3, 35)
   const spanId = v.slice(36, 52)
-  const flags = v.slice(53, 55)
-  if (!HEX32.test(traceId) || traceId === ZERO32 || !HEX16.test(spanId) || spanId === ZERO16 || !/^[0-9a-f]{2}$/.test(flags)) return undefined
   const state = validTraceState(traceState)
-  return { traceId, spanId, sampled: (parseInt(flags, 16) & 1) === 1, ...(state === undefined ? {} : { traceState: state }) }
+  return state === undefined ? { traceId, spanId, sampled: (flags & 1) === 1 } : { traceId, spanId, sampled: (flags & 1) === 1, traceState: state }
 }
 
 /** The `traceparent` of a context (version 00). */

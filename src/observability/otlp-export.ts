@@ -46,38 +46,39 @@ export interface Exporter {
 
 const KIND = { internal: 1, server: 2, client: 3, producer: 4, consumer: 5 } as const
 
-const valueOf = (v: unknown) =>
+/** An attribute's OTLP/JSON `AnyValue`, as text. */
+const valueOf = (v: unknown): string =>
   typeof v === "number"
-    ? Number.isInteger(v) ? { intValue: v } : { doubleValue: v }
-    : typeof v === "boolean" ? { boolValue: v } : { stringValue: String(v) }
+    ? Number.isInteger(v) ? `{"intValue":${v}}` : Number.isFinite(v) ? `{"doubleValue":${v}}` : `{"stringValue":"${v}"}`
+    : typeof v === "boolean" ? `{"boolValue":${v}}` : `{"stringValue":${JSON.stringify(String(v))}}`
 
-const otlpSpan = (s: TraceSpan) => {
-  const attributes: Array<{ key: string; value: unknown }> = []
-  for (const [key, v] of s.attributes) attributes.push({ key, value: valueOf(v) })
+/**
+ * One span as OTLP/JSON text, written directly (no intermediate objects): ids are hex and times
+ * decimal, so only the name, the trace state and string values go through `JSON.stringify`.
+ */
+const otlpSpan = (s: TraceSpan): string => {
   const status = s.status
-  return {
-    traceId: s.traceId,
-    spanId: s.spanId,
-    ...(s.parentSpanId === undefined ? {} : { parentSpanId: s.parentSpanId }),
-    ...(s.traceState === undefined ? {} : { traceState: s.traceState }),
-    name: s.name,
-    kind: KIND[s.kind],
-    startTimeUnixNano: String(status.startTime),
-    endTimeUnixNano: String(status._tag === "Ended" ? status.endTime : status.startTime),
-    attributes,
-    links: s.linked.map((l) => ({ traceId: l.traceId, spanId: l.spanId })),
-    status: { code: s.error ? 2 : 0 }
+  let out = `{"traceId":"${s.traceId}","spanId":"${s.spanId}"`
+  if (s.parentSpanId !== undefined) out += `,"parentSpanId":"${s.parentSpanId}"`
+  if (s.traceState !== undefined) out += `,"traceState":${JSON.stringify(s.traceState)}`
+  out += `,"name":${JSON.stringify(s.name)},"kind":${KIND[s.kind]},"startTimeUnixNano":"${status.startTime}","endTimeUnixNano":"${status._tag === "Ended" ? status.endTime : status.startTime}","attributes":[`
+  let first = true
+  for (const [key, v] of s.attributes) {
+    out += `${first ? "" : ","}{"key":${JSON.stringify(key)},"value":${valueOf(v)}}`
+    first = false
   }
+  out += `],"links":[`
+  for (let i = 0; i < s.linked.length; i++) out += `${i === 0 ? "" : ","}{"traceId":"${s.linked[i]!.traceId}","spanId":"${s.linked[i]!.spanId}"}`
+  return `${out}],"status":{"code":${s.error ? 2 : 0}}}`
 }
 
-/** The request body of one batch (OTLP/JSON `ExportTraceServiceRequest`). */
-export const encodeBatch = (spans: ReadonlyArray<TraceSpan>, o: Pick<ExportOptions, "serviceName" | "serviceVersion">): string =>
-  JSON.stringify({
-    resourceSpans: [{
-      resource: { attributes: [{ key: "service.name", value: { stringValue: o.serviceName } }, { key: "service.version", value: { stringValue: o.serviceVersion } }] },
-      scopeSpans: [{ scope: { name: "ankusa", version: o.serviceVersion }, spans: spans.map(otlpSpan) }]
-    }]
-  })
+/** The request body of one batch (OTLP/JSON `ExportTraceServiceRequest`), encoded when the batch is sent. */
+export const encodeBatch = (spans: ReadonlyArray<TraceSpan>, o: Pick<ExportOptions, "serviceName" | "serviceVersion">): string => {
+  const version = JSON.stringify(o.serviceVersion)
+  let out = `{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":${JSON.stringify(o.serviceName)}}},{"key":"service.version","value":{"stringValue":${version}}}]},"scopeSpans":[{"scope":{"name":"ankusa","version":${version}},"spans":[`
+  for (let i = 0; i < spans.length; i++) out += (i === 0 ? "" : ",") + otlpSpan(spans[i]!)
+  return `${out}]}]}]}`
+}
 
 /** The exporter; `context` is the metric registry's. Its timers never keep the process alive. */
 export const makeExporter = (o: ExportOptions, context: Context.Context<never>): Exporter => {
