@@ -40,10 +40,23 @@ export const nginxBinary = (): string => {
   }
 }
 
-const replaceOnce = (text: string, from: string, to: string): string => {
+/** `text` with `from`, which must occur exactly once in the example `file`, replaced by `to`. */
+export const replaceOnce = (text: string, from: string, to: string, file = "deploy/nginx.conf"): string => {
   const at = text.indexOf(from)
-  if (at < 0 || text.indexOf(from, at + 1) >= 0) throw new Error(`deploy/nginx.conf must contain "${from}" exactly once`)
+  if (at < 0 || text.indexOf(from, at + 1) >= 0) throw new Error(`${file} must contain "${from}" exactly once`)
   return text.slice(0, at) + to + text.slice(at + from.length)
+}
+
+/**
+ * The addresses nginx would listen on or connect to in `text` (`listen`, `server`), each of which
+ * must be in 127.0.0.0/8: a templated example with an address left over throws before nginx runs.
+ */
+export const loopbackOnly = (text: string): string => {
+  for (const m of text.matchAll(/^\s*(listen|server)\s+([^\s;{]+)/gm)) {
+    const host = m[2]!.replace(/:\d+$/, "")
+    if (!/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)) throw new Error(`nginx would use ${m[2]} (${m[1]}), not a loopback address`)
+  }
+  return text
 }
 
 /** deploy/nginx.conf with loopback addresses in place of the example's. */
@@ -52,7 +65,7 @@ export const templated = (port: number, nodes: readonly [number, number], swap: 
   let text = fs.readFileSync(EXAMPLE, "utf8")
   text = replaceOnce(text, LISTEN, `listen 127.0.0.1:${port};`)
   text = replaceOnce(text, NODE_A, `server 127.0.0.1:${a}`)
-  return replaceOnce(text, NODE_B, `server 127.0.0.1:${b}`)
+  return loopbackOnly(replaceOnce(text, NODE_B, `server 127.0.0.1:${b}`))
 }
 
 const mainConfig = `# The test's own main configuration around deploy/nginx.conf (site.conf).

@@ -16,7 +16,7 @@ import { Store } from "../../src/store/store.js"
 import { type HaNode, HA, killNode, readyz, startNode } from "../ha/ha-world.js"
 import { type PgCluster, startCluster } from "../support/pg-cluster.js"
 import { ADMIN_TOKEN, createEndpoint, eventually, freePort, ingest, SOURCE, startSink, type Sink, TENANT_HEADER } from "./fleet-world.js"
-import { type Proxy, startProxy } from "./proxy.js"
+import { loopbackOnly, type Proxy, replaceOnce, startProxy } from "./proxy.js"
 
 const SHARDS_EXAMPLE = path.resolve(import.meta.dirname, "..", "..", "deploy", "nginx-shards.conf")
 const TENANTS = Array.from({ length: 12 }, (_, i) => `shard-tenant-${i}`)
@@ -35,15 +35,12 @@ const nodeConfig = (db: string, sinkUrl: string) => ({
 
 /** deploy/nginx-shards.conf with loopback addresses: its listen port, the shards' local ports, the nodes'. */
 const site = (port: number, shardPorts: readonly [number, number], nodes: ReadonlyArray<number>): string => {
-  let text = fs.readFileSync(SHARDS_EXAMPLE, "utf8")
-  const once = (from: string, to: string) => {
-    if (text.split(from).length !== 2) throw new Error(`deploy/nginx-shards.conf must contain "${from}" exactly once`)
-    text = text.replace(from, to)
-  }
-  once("listen 80;", `listen 127.0.0.1:${port};`)
+  const file = "deploy/nginx-shards.conf"
+  let text = replaceOnce(fs.readFileSync(SHARDS_EXAMPLE, "utf8"), "listen 80;", `listen 127.0.0.1:${port};`, file)
   text = text.replaceAll("127.0.0.1:8101", `127.0.0.1:${shardPorts[0]}`).replaceAll("127.0.0.1:8102", `127.0.0.1:${shardPorts[1]}`)
-  ;["10.0.1.11:8080", "10.0.1.12:8080", "10.0.2.11:8080", "10.0.2.12:8080"].forEach((a, i) => once(a, `127.0.0.1:${nodes[i]}`))
-  return text
+  // The example's node addresses are text to replace: nginx is started only on what loopbackOnly passes.
+  ;["10.0.1.11:8080", "10.0.1.12:8080", "10.0.2.11:8080", "10.0.2.12:8080"].forEach((a, i) => (text = replaceOnce(text, a, `127.0.0.1:${nodes[i]}`, file)))
+  return loopbackOnly(text)
 }
 
 describe("shards", () => {
