@@ -14,7 +14,7 @@ import * as M from "../observability/delivery-metrics.js"
 import { Spans } from "../observability/span-names.js"
 import { nowNanos } from "../observability/trace-span.js"
 import { batchSpan, type TracingShape } from "../observability/tracing.js"
-import { parseTraceparent } from "../domain/trace-context.js"
+import { parseTraceparent, storedSampled } from "../domain/trace-context.js"
 import { type Claimed, type SinkCalls } from "./calls.js"
 import type { Cursors } from "./cursors.js"
 import type { Fair, Got, TenantLimits } from "./fair.js"
@@ -55,15 +55,12 @@ const markersOf = (v: Visit): ReadonlyArray<number> => {
   return [...out]
 }
 
-/** A stored `traceparent`'s sampled flag, read from its flags' last hex digit (no parse). */
-const sampledFlag = (tp: string | undefined): boolean => tp !== undefined && tp.length >= 55 && (parseInt(tp[54]!, 16) & 1) === 1
-
 /**
  * Tracing on: the claim as a span, in the trace of the first sampled hook it claimed and linked to
  * the others'. A claim of unsampled hooks only is no span, found without parsing their contexts.
  */
 const claimSpan = (tracing: TracingShape, visits: ReadonlyArray<Visit>, startedAt: bigint) => {
-  if (!visits.some((v) => v.envelopes.some((e) => sampledFlag(e?.traceparent)))) return
+  if (!visits.some((v) => v.envelopes.some((e) => storedSampled(e?.traceparent)))) return
   const members = visits.flatMap((v) => v.envelopes.map((e) => parseTraceparent(e?.traceparent, e?.tracestate)))
   const span = batchSpan(tracing, Spans.claim, members, startedAt)
   if (span === undefined) return

@@ -59,6 +59,9 @@ export const parseTraceparent = (value: string | undefined, traceState?: string 
 /** The `traceparent` of a context (version 00). */
 export const formatTraceparent = (c: TraceContext): string => `00-${c.traceId}-${c.spanId}-${c.sampled ? "01" : "00"}`
 
+/** A stored `traceparent`'s sampled flag (this module wrote it), from its flags' last hex digit: no parse. */
+export const storedSampled = (tp: string | undefined): boolean => tp !== undefined && tp.length >= 55 && (parseInt(tp[54]!, 16) & 1) === 1
+
 /** A `tracestate` worth carrying on: printable ASCII, at most TRACESTATE_MAX_CHARS, not empty; else undefined (dropped). */
 export const validTraceState = (value: string | undefined): string | undefined => {
   if (value === undefined) return undefined
