@@ -10,6 +10,8 @@ import { createServer, type Server } from "node:http"
 import type { AddressInfo, Socket } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import fc from "fast-check"
+import { DEFAULT_LIMITS, makeFair, shareOf } from "../src/delivery/fair.js"
 import { type NodeChild, runAnkusa, servingAddress } from "./support/node-child.js"
 import { type RecordingSink, startRecordingSink } from "./support/record-sink.js"
 
@@ -129,3 +131,36 @@ describe("a tenant's share of the pipeline (issue 39)", () => {
     expect(held).toBeLessThanOrEqual(512)
   })
 })
+
+describe("a tenant's share of the pipeline, as planned (fair.ts)", () => {
+  const pool = { slots: 1_024, maxPercent: 50 }
+
+  it("a share is the weight's part, never under one claim quantum, never over the percent", () =>
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 10 }), fc.integer({ min: 0, max: 100_000 }), fc.integer({ min: 1, max: 256 }), (weight, others, quantum) => {
+        const weights = weight + others
+        const share = shareOf(pool, weight, weights, quantum)
+        const part = Math.floor((pool.slots * weight) / weights)
+        expect(share).toBeLessThanOrEqual(512)
+        expect(share).toBeGreaterThanOrEqual(Math.min(512, part, quantum * weight))
+        expect(share).toBe(Math.min(512, Math.max(part, quantum * weight)))
+      })
+    ))
+
+  it("with 100 tenants wanting rows, a claim offers a tenant a whole quantum and holds back one that holds it", () => {
+    const fair = makeFair(1_000, 64, () => 0, pool)
+    for (let ord = 1; ord <= 100; ord++) fair.join(ord)
+    const limits = () => DEFAULT_LIMITS
+    const first = fair.plan(512, 1 << 30, 0, limits)
+    // Their parts are 10 rows each (1,024 / 100): each offer is still a quantum.
+    expect(first.slice(0, 8).map((p) => p.limit)).toEqual(Array(8).fill(64))
+    const got = first.map((p, i) => ({ ord: p.ord, rows: i < 8 ? 64 : 0, drained: false }))
+    fair.settle(first, got, 0, limits)
+    // The eight that hold a quantum each are not offered more until their rows settle.
+    const held = new Set(first.slice(0, 8).map((p) => p.ord))
+    const next = fair.plan(512, 1 << 30, 0, limits)
+    expect(next.length).toBeGreaterThan(0)
+    expect(next.filter((p) => held.has(p.ord))).toEqual([])
+  })
+})
+

@@ -83,10 +83,15 @@ const UNSHARED: SharedPool = { slots: Number.POSITIVE_INFINITY, maxPercent: 100 
 
 /**
  * A tenant's share of the pool (docs/delivery.md "A tenant's share"): its weight's part of the
- * slots over the tenants that want rows (`weights`), never more than `maxPercent` of them, at least one.
+ * slots over the tenants that want rows (`weights`), but never less than its claim quantum
+ * (`quantum`, rows per unit of weight), and never more than `maxPercent` of the slots; at least one.
+ * The quantum is the floor because a claim costs a visit of the tenant (its lock, a due read, its
+ * markers) whatever it takes: a share of a few rows would make every claim a few rows.
  */
-export const shareOf = (pool: SharedPool, weight: number, weights: number): number =>
-  Math.max(1, Math.floor(pool.slots * Math.min(pool.maxPercent / 100, weights > 0 ? weight / weights : 1)))
+export const shareOf = (pool: SharedPool, weight: number, weights: number, quantum = 1): number => {
+  const part = pool.slots * (weights > 0 ? weight / weights : 1)
+  return Math.max(1, Math.floor(Math.min((pool.slots * pool.maxPercent) / 100, Math.max(part, quantum * weight))))
+}
 
 /**
  * `floorOf`: where each tenant's due read starts (its scan cursor, cursors.ts). Over 80 lines
@@ -178,7 +183,7 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
       // Over its share of the pipeline's slots, whatever its destinations would take: held back, not throttled.
       let own = l.maxInflight > 0 ? l.maxInflight - holds : rows
       if (l.ratePerSec > 0) own = Math.min(own, Math.floor(tokensOf(m.ord, l.ratePerSec, now)))
-      const room = Math.min(own, shareOf(pool, l.weight, wanting) - holds)
+      const room = Math.min(own, shareOf(pool, l.weight, wanting, quantumRows) - holds)
       if (room <= 0) {
         if (own <= 0) throttled.set(m.ord, (throttled.get(m.ord) ?? 0) + 1)
         held.push(m.ord)
