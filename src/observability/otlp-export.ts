@@ -117,12 +117,16 @@ export const makeExporter = (o: ExportOptions, context: Context.Context<never>):
       req.end(body)
     })
 
-  /** Batches in turn until the queue is empty: one request in flight at most. */
-  const drain = (): Promise<void> => {
+  /**
+   * Batches in turn, one request in flight at most: while a full batch is queued, or with `all`
+   * (the interval, a flush) until the queue is empty. A batch that is not full waits for the
+   * interval, so an export request carries `batchSize` spans while spans come faster than that.
+   */
+  const drain = (all: boolean): Promise<void> => {
     if (sending !== undefined) return sending
     if (timer !== undefined) (clearTimeout(timer), (timer = undefined))
     const loop = async () => {
-      while (queue.length > 0) {
+      while (queue.length >= o.batchSize || (all && queue.length > 0)) {
         const batch = queue.length <= o.batchSize ? queue : queue.slice(0, o.batchSize)
         queue = batch === queue ? [] : queue.slice(o.batchSize)
         await post(batch)
@@ -130,7 +134,7 @@ export const makeExporter = (o: ExportOptions, context: Context.Context<never>):
     }
     sending = loop().finally(() => {
       sending = undefined
-      // A span pushed while the last request was on its way waits for the next interval.
+      // What is left is less than a batch: it waits for the next interval.
       if (queue.length > 0) arm()
     })
     return sending
@@ -138,7 +142,7 @@ export const makeExporter = (o: ExportOptions, context: Context.Context<never>):
 
   const arm = () => {
     if (timer !== undefined || closed) return
-    timer = setTimeout(() => ((timer = undefined), void drain()), o.intervalMs)
+    timer = setTimeout(() => ((timer = undefined), void drain(true)), o.intervalMs)
     timer.unref()
   }
 
@@ -147,14 +151,14 @@ export const makeExporter = (o: ExportOptions, context: Context.Context<never>):
     if (queue.length >= o.maxQueueSpans) return queueFull.updateUnsafe(1, context)
     queue.push(span)
     if (sending !== undefined) return
-    if (queue.length >= o.batchSize) void drain()
+    if (queue.length >= o.batchSize) void drain(false)
     else arm()
   }
 
   return {
     push,
     flush: async () => {
-      while (sending !== undefined || queue.length > 0) await drain()
+      while (sending !== undefined || queue.length > 0) await drain(true)
     },
     close: () => {
       closed = true
