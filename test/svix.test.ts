@@ -197,6 +197,19 @@ describe("svix-compatible API", () => {
     expect(ep2.id).not.toBe(ep.id)
   })
 
+  it("two POSTs sent at once with one Idempotency-Key run once and answer alike", { timeout: 60_000 }, async () => {
+    const url = await serve()
+    const svix = new Svix(TOKEN, { serverUrl: url })
+    const app = await svix.application.create({ name: "acme" })
+    for (let round = 0; round < 5; round++) {
+      const key = `ep-at-once-${round}`
+      const eps = await Promise.all(Array.from({ length: 4 }, () => svix.endpoint.create(app.id, { url: "http://127.0.0.1:9/hook" }, { idempotencyKey: key })))
+      expect(new Set(eps.map((e) => e.id)).size).toBe(1)
+    }
+    // Five keys, five endpoints: none was created twice.
+    expect((await svix.endpoint.list(app.id)).data.length).toBe(5)
+  })
+
   it("recover redelivers an endpoint's dead messages since a time", { timeout: 90_000 }, async () => {
     const url = await serve()
     const s = await sink(500)

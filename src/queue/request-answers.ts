@@ -10,6 +10,7 @@ import { Context, Effect, Layer } from "effect"
 import * as Dedupe from "../domain/dedupe.js"
 import { dedupeKey } from "../domain/keys.js"
 import { Store, type StoreError } from "../store/store.js"
+import { makeKeyedLocks } from "./tenant-locks.js"
 import { Writer } from "./writer.js"
 
 export interface RequestAnswersShape {
@@ -17,6 +18,12 @@ export interface RequestAnswersShape {
   readonly get: (tenant: string, key: string, now: number) => Effect.Effect<Dedupe.Answer | undefined, StoreError>
   /** Keeps `answer` (synced); nothing for an erased tenant or a body over `ANSWER_MAX_BYTES`. */
   readonly keep: (tenant: string, key: string, answer: Dedupe.Answer) => Effect.Effect<void, StoreError>
+  /**
+   * Runs `effect` alone among the requests of (tenant, key): a second request with the key waits
+   * for the first to end, then finds its kept answer. An entry lives while a request holds or
+   * waits for it, so there are at most as many as requests in flight (`http.maxConnections`).
+   */
+  readonly exclusive: <A, E, R>(tenant: string, key: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 export class RequestAnswers extends Context.Service<RequestAnswers, RequestAnswersShape>()("ankusa/RequestAnswers") {}
@@ -24,6 +31,7 @@ export class RequestAnswers extends Context.Service<RequestAnswers, RequestAnswe
 export const make = Effect.gen(function* () {
   const store = yield* Store
   const writer = yield* Writer
+  const locks = makeKeyedLocks<string>()
   const service: RequestAnswersShape = {
     get: (tenant, key, now) => Effect.map(store.get("index", dedupeKey(tenant, key)), (v) => Dedupe.liveAnswer(v, now)),
     keep: (tenant, key, answer) =>
@@ -31,7 +39,8 @@ export const make = Effect.gen(function* () {
         ? Effect.void
         : writer.exclusive(
             Effect.suspend(() => (writer.erased(tenant) ? Effect.void : store.write(Dedupe.recordAnswer(tenant, key, answer), { sync: true })))
-          )
+          ),
+    exclusive: (tenant, key, effect) => locks(`${tenant}\0${key}`, effect)
   }
   return service
 })

@@ -1,6 +1,6 @@
 /**
- * The per-tenant in-process lock behind `Queue.withTenant`: a mutex per tenant ordinal whose entry
- * lives only while someone holds or waits for it. An uncontended acquire takes it at once, with no
+ * The per-tenant in-process lock behind `Queue.withTenant`: a mutex per tenant ordinal (or any
+ * key, `makeKeyedLocks`) whose entry lives only while someone holds or waits for it. An uncontended acquire takes it at once, with no
  * semaphore and no fiber suspended (the claim takes one per tenant it visits); a contended one
  * waits in FIFO order and is handed the lock by the release. A waiter interrupted leaves the line,
  * or, handed the lock as it was interrupted, passes it on.
@@ -12,11 +12,11 @@ interface Waiter {
   resume: () => void
 }
 
-export const makeTenantLocks = () => {
+export const makeKeyedLocks = <K>() => {
   // A key present is a lock held; its value, the line of waiters.
-  const locks = new Map<number, Array<Waiter>>()
+  const locks = new Map<K, Array<Waiter>>()
 
-  const release = (ord: number) => {
+  const release = (ord: K) => {
     const line = locks.get(ord)
     if (line === undefined) return
     const next = line.shift()
@@ -27,7 +27,7 @@ export const makeTenantLocks = () => {
   }
 
   /** Waits in `line` for the lock; handed it, the caller holds it. */
-  const wait = (ord: number, line: Array<Waiter>): Effect.Effect<void> => {
+  const wait = (ord: K, line: Array<Waiter>): Effect.Effect<void> => {
     const w: Waiter = { handed: false, resume: () => {} }
     return Effect.callback<void>((resume) => {
       w.resume = () => resume(Effect.void)
@@ -39,7 +39,7 @@ export const makeTenantLocks = () => {
     }).pipe(Effect.onInterrupt(() => Effect.sync(() => w.handed && release(ord))))
   }
 
-  return <A, E, R>(ord: number, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  return <A, E, R>(ord: K, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.uninterruptibleMask((restore) =>
       Effect.suspend(() => {
         const line = locks.get(ord)
@@ -51,5 +51,7 @@ export const makeTenantLocks = () => {
       })
     )
 }
+
+export const makeTenantLocks = () => makeKeyedLocks<number>()
 
 export type WithTenant = ReturnType<typeof makeTenantLocks>

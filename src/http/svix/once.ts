@@ -8,7 +8,8 @@
  * batch as the hook.
  *
  * The answer is kept by a second synced write after the work's own: a crash between the two
- * loses the answer, not the work, and the repeat then runs again.
+ * loses the answer, not the work, and the repeat then runs again. Requests of one key run one at
+ * a time (`RequestAnswers.exclusive`): a repeat sent while the first still runs waits for it.
  */
 import { createHash } from "node:crypto"
 import { Effect, Option } from "effect"
@@ -48,19 +49,27 @@ export const once = <R>(boot: Config, tenant: string, respond: Effect.Effect<Htt
       return refusal(new SvixInvalid({ field: "header.idempotency-key", message: `expected 1 to ${Dedupe.MAX_KEY_BYTES} bytes` }))
     }
     const key = answerKeyOf((yield* Admin).name, header, req.method, req.url.split("?")[0]!)
-    const now = Date.now()
-    const kept = yield* Effect.result(answers.value.get(tenant, key, now))
-    if (kept._tag === "Failure") return refusal(new NotReady({ phase: "store" }))
-    if (kept.success !== undefined) return replayed(kept.success)
-    const r = yield* respond
-    const body = bodyOf(r)
-    if (r.status >= 200 && r.status < 300 && body !== undefined) {
-      const windowMs = (yield* currentOf(boot))().config.dedupe.windowMs
-      yield* answers.value.keep(tenant, key, { status: r.status, expiresAt: now + windowMs, body }).pipe(
-        Effect.catchCause((cause) => Effect.logWarning("svix: the answer of an Idempotency-Key was not kept; a repeat runs again", cause))
-      )
-    }
-    return r
+    const windowMs = (yield* currentOf(boot))().config.dedupe.windowMs
+    const a = answers.value
+    // One request of a key at a time: a repeat sent while the first runs waits, then replays its answer.
+    return yield* a.exclusive(
+      tenant,
+      key,
+      Effect.gen(function* () {
+        const now = Date.now()
+        const kept = yield* Effect.result(a.get(tenant, key, now))
+        if (kept._tag === "Failure") return refusal(new NotReady({ phase: "store" }))
+        if (kept.success !== undefined) return replayed(kept.success)
+        const r = yield* respond
+        const body = bodyOf(r)
+        if (r.status >= 200 && r.status < 300 && body !== undefined) {
+          yield* a.keep(tenant, key, { status: r.status, expiresAt: now + windowMs, body }).pipe(
+            Effect.catchCause((cause) => Effect.logWarning("svix: the answer of an Idempotency-Key was not kept; a repeat runs again", cause))
+          )
+        }
+        return r
+      })
+    )
   })
 
 /**
