@@ -15,7 +15,8 @@
  * PASS (issue 43): CPU a hook at 1.0 <= MAX_FULL_RATIO x off, at 0.01 <= MAX_LOW_RATIO x off,
  * every answer 202 and every hook delivered. Tracing off against the build before it is the
  * ingest and delivery benches' rules, unchanged.
- * Run: npx tsx bench/trace-bench.ts [--quick] [--hooks N] [--rounds N]
+ * `--aa`: the three nodes all with tracing off (an A/A run): the spread of the method itself.
+ * Run: npx tsx bench/trace-bench.ts [--quick] [--hooks N] [--rounds N] [--aa]
  */
 import { Agent, createServer, request } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -32,11 +33,19 @@ const SETTLE_MS = 1_300
 const MAX_FULL_RATIO = 1.15
 const MAX_LOW_RATIO = 1.02
 
-const MODES = [
-  { name: "off", ratio: undefined },
-  { name: "0.01", ratio: 0.01 },
-  { name: "1.0", ratio: 1 }
-] as const
+/** `--aa`: three nodes with tracing off, the same otherwise: how far apart the method puts equals. */
+const AA = process.argv.includes("--aa")
+const MODES: ReadonlyArray<{ readonly name: string; readonly ratio: number | undefined }> = AA
+  ? [
+    { name: "off", ratio: undefined },
+    { name: "off-b", ratio: undefined },
+    { name: "off-c", ratio: undefined }
+  ]
+  : [
+    { name: "off", ratio: undefined },
+    { name: "0.01", ratio: 0.01 },
+    { name: "1.0", ratio: 1 }
+  ]
 
 const listen = (handler: Parameters<typeof createServer>[1]): Promise<{ readonly url: string; readonly close: () => void }> =>
   new Promise((resolve) => {
