@@ -7,7 +7,8 @@ import { Clock, Effect, Random } from "effect"
 import { type Envelope, tenantOf } from "../domain/envelope.js"
 import { endpointIdOf } from "../domain/fanout.js"
 import * as Retry from "../domain/retry-schedule.js"
-import type { DeliveryRow, QueueShape } from "../queue/queue.js"
+import * as Ordering from "../domain/ordering.js"
+import type { DeliveryRow, LaneOf, QueueShape } from "../queue/queue.js"
 import type { StoreError } from "../store/store.js"
 import type { Claimed } from "./calls.js"
 import { ENDPOINTS_LABEL, type Job, type Sink } from "./destinations.js"
@@ -15,6 +16,15 @@ import type { Outcomes, Settled } from "./outcomes.js"
 import { makeRetryLog } from "./retry-log.js"
 import { underSpan } from "./call-trace.js"
 import type * as SinkClient from "./sink-client.js"
+
+/**
+ * The lane of a claimed row whose hook has an ordering key (docs/delivery.md "Ordered delivery"),
+ * whether or not its destination orders now: a lane made while it did still has a head to settle.
+ */
+export const laneOf = (env: Envelope, sink: number, options: { readonly ordered?: { readonly onDead: "skip" | "hold" } | undefined } | undefined): LaneOf | undefined =>
+  env.orderingKey === undefined
+    ? undefined
+    : { lane: Ordering.laneOf(env.sinks[sink] ?? "", env.orderingKey), hold: options?.ordered?.onDead === "hold" }
 
 /** The metric label of a destination: a sink's name, one label for every tenant endpoint. */
 export const labelOf = (name: string): string => (endpointIdOf(name) === undefined ? name : ENDPOINTS_LABEL)
@@ -39,14 +49,14 @@ export const makeCallOutcomes = (queue: QueueShape, outcomes: Outcomes) => {
       if (env === undefined || name === undefined) {
         // No envelope, so no tenant id to name: the row is named by its sequence number and sink position.
         yield* Effect.logWarning("pipeline: hook envelope gone or undecodable; row dropped", { seq: c.ref.seq, sinkIndex: c.ref.sink })
-        return yield* settle(c, { result: { _tag: "Dropped", ref: c.ref, size: c.entry.value.size }, sink: "unknown", outcome: "dropped" })
+        return yield* settle(c, { result: { _tag: "Dropped", ref: c.ref, size: c.entry.value.size, lane: env === undefined ? undefined : laneOf(env, c.ref.sink, undefined) }, sink: "unknown", outcome: "dropped" })
       }
       // A sink removed or an endpoint deleted or disabled: keep the row in the DLQ, where replay can find it.
       const row = yield* rowOf(c)
       const now = yield* Clock.currentTimeMillis
       yield* Effect.logWarning("pipeline: row dead-lettered", { tenant: tenantOf(env), hookId: env.id, sink: name, reason })
       return yield* settle(c, {
-        result: { _tag: "DeadLetter", ref: c.ref, row: { ...row, lastAt: now }, at: now, hook: { sourceId: env.sourceId, id: env.id } },
+        result: { _tag: "DeadLetter", ref: c.ref, row: { ...row, lastAt: now }, at: now, hook: { sourceId: env.sourceId, id: env.id }, lane: laneOf(env, c.ref.sink, undefined) },
         sink: labelOf(name),
         outcome: "dead"
       })
@@ -67,7 +77,7 @@ export const makeCallOutcomes = (queue: QueueShape, outcomes: Outcomes) => {
       }
       yield* Effect.logInfo("pipeline: row dead-lettered", { tenant, hookId: env.id, sink: name, status: a.status, error: a.error, ...(a.body === undefined ? {} : { body: a.body }), attempts: after.attempts, reason: d.reason })
       return yield* settle(c, {
-        result: { _tag: "DeadLetter", ref: c.ref, row: after, at: a.endedAt, hook: { sourceId: env.sourceId, id: env.id } },
+        result: { _tag: "DeadLetter", ref: c.ref, row: after, at: a.endedAt, hook: { sourceId: env.sourceId, id: env.id }, lane: laneOf(env, c.ref.sink, sink.options) },
         sink: labelOf(name),
         outcome: "dead",
         trace: job.span?.context()
@@ -75,7 +85,7 @@ export const makeCallOutcomes = (queue: QueueShape, outcomes: Outcomes) => {
     }))
 
   const delivered = (job: Job): Settled => ({
-    result: { _tag: "Delivered", ref: job.claimed.ref, size: job.claimed.entry.value.size },
+    result: { _tag: "Delivered", ref: job.claimed.ref, size: job.claimed.entry.value.size, lane: laneOf(job.env, job.claimed.ref.sink, undefined) },
     bytes: job.claimed.entry.value.size,
     sink: labelOf(job.name),
     outcome: "delivered",

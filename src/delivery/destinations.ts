@@ -145,7 +145,8 @@ export const makeDestinations = (o: PipelineOptions, context: Parameters<typeof 
         concurrency: e.concurrency,
         ratePerSec: e.ratePerSec,
         retry: Retry.defaultSchedule,
-        guard
+        guard,
+        ordered: e.ordered
       },
       refusal: url.ok ? undefined : `unsafe_url: ${url.message}`
     }

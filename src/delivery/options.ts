@@ -44,6 +44,8 @@ export interface DispatchSinkOptions extends SinkOptions {
   readonly maxWaiting?: number | undefined
   /** How long a 429's `Retry-After` pauses the whole sink at most (default DEFAULT_MAX_PAUSE_MS); the row itself waits all of it. */
   readonly maxPauseMs?: number | undefined
+  /** The destination orders hooks by key (docs/delivery.md "Ordered delivery"): what its lanes do with a dead head. */
+  readonly ordered?: { readonly onDead: "skip" | "hold" } | undefined
 }
 
 /** A sink's `maxWaiting` by default: this many times its `concurrency`. */

@@ -12,6 +12,7 @@ import { Ha, redactUrl, Store } from "./config-store.js"
 import { Telemetry } from "./config-telemetry.js"
 import * as Endpoints from "./endpoints.js"
 import * as Limits from "./limits.js"
+import { Ordered } from "./config-ordering.js"
 import * as RetryPolicy from "./retry-policy.js"
 import * as Retry from "./retry-schedule.js"
 import { int, withDefault } from "./schema-parts.js"
@@ -114,7 +115,9 @@ export const Source = Schema.Struct({
   verification: withDefault(Verification, () => "none" as const),
   /** Sink names, and `tenant-endpoints` for the tenant's own endpoints. */
   routes: Schema.Array(Name).check(Schema.isMinLength(1), Schema.isMaxLength(64)),
-  eventType: Schema.optional(EventTypeRule)
+  eventType: Schema.optional(EventTypeRule),
+  /** Where a hook's ordering key comes from (docs/delivery.md "Ordered delivery"): as `eventType`. */
+  orderingKey: Schema.optional(EventTypeRule)
 })
 export type Source = typeof Source.Type
 
@@ -139,7 +142,9 @@ export const Sink = Schema.Struct({
   maxWaiting: Schema.optional(int(0, 100_000)),
   /** How long a 429's Retry-After pauses the whole sink at most; the row itself waits all of it. */
   maxPauseMs: withDefault(int(0, 604_800_000), () => 60_000),
-  retry: withDefault(SinkRetry, () => Retry.defaultSchedule)
+  retry: withDefault(SinkRetry, () => Retry.defaultSchedule),
+  /** Hooks with an ordering key reach it one at a time per key, in accepted order (docs/delivery.md "Ordered delivery"). */
+  ordered: withDefault(Ordered, () => false as const)
 })
 export type Sink = typeof Sink.Type
 
@@ -337,7 +342,8 @@ export const DEFAULT_SINKS: ReadonlyArray<Sink> = [
     concurrency: 16,
     ratePerSec: 0,
     maxPauseMs: 60_000,
-    retry: Retry.defaultSchedule
+    retry: Retry.defaultSchedule,
+    ordered: false
   }
 ]
 

@@ -1,5 +1,5 @@
 /**
- * The six per-tenant counters (TEN-1 §4), kept exact by blind merge operands
+ * The per-tenant counters (TEN-1 §4, and `waiting` of ordered delivery), kept exact by blind merge operands
  * in the same atomic batch as every transition: never read-modify-write.
  * Every delta is mirrored onto ord 0, the node aggregate.
  */
@@ -12,7 +12,9 @@ export const Fields = {
   inflight: 3,
   dead: 4,
   bytes: 5,
-  archive_pending: 6
+  archive_pending: 6,
+  /** Rows of ordered lanes held back behind their head (the waiting family), not yet due. */
+  waiting: 7
 } as const
 
 export type FieldName = keyof typeof Fields
@@ -29,7 +31,7 @@ export interface Delta {
 
 export type TenantCounters = Readonly<Record<FieldName, number>>
 
-export const zero: TenantCounters = { pending: 0, scheduled: 0, inflight: 0, dead: 0, bytes: 0, archive_pending: 0 }
+export const zero: TenantCounters = { pending: 0, scheduled: 0, inflight: 0, dead: 0, bytes: 0, archive_pending: 0, waiting: 0 }
 
 export const delta = (ord: number, field: FieldName, d: number): Delta => ({ ord, field, delta: d })
 
@@ -58,10 +60,10 @@ export const ops = (deltas: ReadonlyArray<Delta>): Array<Op> => {
   return out
 }
 
-/** The six counter keys of a tenant (or of the aggregate), in field order. */
+/** The counter keys of a tenant (or of the aggregate), in field order. */
 export const keysOf = (ord: number): ReadonlyArray<Uint8Array> => FieldNames.map((f) => counterKey(ord, Fields[f]))
 
-/** Six merged totals (in `keysOf` order) as a record. */
+/** The merged totals (in `keysOf` order) as a record. */
 export const fromTotals = (totals: ReadonlyArray<bigint>): TenantCounters => {
   const out: Record<FieldName, number> = { ...zero }
   FieldNames.forEach((f, i) => {

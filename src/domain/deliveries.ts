@@ -11,6 +11,7 @@ import * as Counters from "./counters.js"
 import { type Delta, delta } from "./counters.js"
 import * as K from "./keys.js"
 import { type Batch, del, type Op, put } from "./ops.js"
+import * as Ordering from "./ordering.js"
 
 export interface Transition {
   readonly ops: ReadonlyArray<Op>
@@ -74,9 +75,10 @@ export const decodeRow = (v: Uint8Array | undefined): DeliveryRow | undefined =>
 
 export const freshRow = (size: number): DeliveryRow => ({ attempts: 0, lastStatus: 0, size, lastAt: 0 })
 
-const rowPut = (seq: number, sink: number, row: DeliveryRow): Op => put("deliveries", K.deliveryKey(seq, sink), encodeRow(row))
-const rowDel = (seq: number, sink: number): Op => del("deliveries", K.deliveryKey(seq, sink))
-const clearedPut = (seq: number): Op => put("index", K.clearedKey(seq))
+/** A delivery row's put and delete, and the `?c` marker for reclaim (for transitions built beside this module: lane-moves.ts). */
+export const rowPut = (seq: number, sink: number, row: DeliveryRow): Op => put("deliveries", K.deliveryKey(seq, sink), encodeRow(row))
+export const rowDel = (seq: number, sink: number): Op => del("deliveries", K.deliveryKey(seq, sink))
+export const clearedPut = (seq: number): Op => put("index", K.clearedKey(seq))
 
 // ---------------------------------------------------------------------------
 // Due rows and their active markers
@@ -110,6 +112,8 @@ export interface IngestInput {
   readonly at: number
   /** By destination, when some are held (their breaker is open): the due time of each row; else every row is due at `at`. */
   readonly ats?: ReadonlyArray<number> | undefined
+  /** By destination, the ordered lane of each row that has one (docs/delivery.md "Ordered delivery"): such a row waits in `?W`. */
+  readonly lanes?: ReadonlyArray<number | undefined> | undefined
   readonly archive: boolean
 }
 
@@ -117,13 +121,20 @@ export interface IngestInput {
 export const ingest = (h: IngestInput): Transition => {
   const size = h.envelope.length
   const ops: Array<Op> = [put("hooks", K.hookKey(h.seq), h.envelope)]
+  let waiting = 0
   for (let sink = 0; sink < h.sinkCount; sink++) {
     ops.push(rowPut(h.seq, sink, freshRow(size)))
-    ops.push(...dueOps({ ord: h.ord, at: h.ats === undefined ? h.at : h.ats[sink]!, seq: h.seq, sink, size, kind: 0 }))
+    const lane = h.lanes?.[sink]
+    if (lane !== undefined) {
+      // An ordered row always enters its lane's queue; the Queue promotes it when it is the lane's first (Queue.promote).
+      ops.push(Ordering.waitPut({ ord: h.ord, lane, seq: h.seq, sink }, size))
+      waiting++
+    } else ops.push(...dueOps({ ord: h.ord, at: h.ats === undefined ? h.at : h.ats[sink]!, seq: h.seq, sink, size, kind: 0 }))
   }
   // A hook for no destination (only for endpoints, none of which wanted it): kept until reclaim takes it.
   if (h.sinkCount === 0) ops.push(clearedPut(h.seq))
-  const deltas = h.sinkCount === 0 ? [] : [delta(h.ord, "pending", h.sinkCount), delta(h.ord, "bytes", h.sinkCount * size)]
+  const deltas = h.sinkCount === 0 ? [] : [delta(h.ord, "pending", h.sinkCount - waiting), delta(h.ord, "bytes", h.sinkCount * size)]
+  if (waiting > 0) deltas.push(delta(h.ord, "waiting", waiting))
   if (h.archive) {
     ops.push(put("index", K.archiveKey(h.seq), K.archiveValue(size, h.ord)))
     deltas.push(delta(h.ord, "archive_pending", 1))
@@ -174,21 +185,28 @@ export const retry = (ref: K.InflightRef, row: DeliveryRow, at: number): Transit
   deltas: [delta(ref.ord, "inflight", -1), delta(ref.ord, "scheduled", 1)]
 })
 
-/** Dead-letter: `?x` in global time order with `{sourceId, id, ord}`, and its by-tenant twin `?X`. */
+/** Dead-letter: `?x` in global time order with `{sourceId, id, ord}` (and, a lane's head, what its lane did), and its by-tenant twin `?X`. */
 export const deadLetter = (
   ref: K.InflightRef,
   row: DeliveryRow,
   at: number,
-  hook: { readonly sourceId: string; readonly id: string }
+  hook: { readonly sourceId: string; readonly id: string },
+  lane?: K.DeadLane
 ): Transition => ({
   ops: [
     del("index", K.inflightKey(ref.ord, ref.seq, ref.sink)),
     rowPut(ref.seq, ref.sink, row),
-    put("index", K.deadKey(at, ref.seq, ref.sink), K.deadValue({ sourceId: hook.sourceId, id: hook.id, ord: ref.ord })),
+    put("index", K.deadKey(at, ref.seq, ref.sink), K.deadValue({ sourceId: hook.sourceId, id: hook.id, ord: ref.ord, lane })),
     put("index", K.deadByTenantKey(ref.ord, at, ref.seq, ref.sink), EMPTY)
   ],
   deltas: [delta(ref.ord, "inflight", -1), delta(ref.ord, "dead", 1)]
 })
+
+/** A dead row's `?x` and `?X` deletes (a revive into an ordered lane, lane-moves.ts). */
+export const deadDels = (ref: K.DeadRef, ord: number): ReadonlyArray<Op> => [
+  del("index", K.deadKey(ref.at, ref.seq, ref.sink)),
+  del("index", K.deadByTenantKey(ord, ref.at, ref.seq, ref.sink))
+]
 
 /** Replay: a dead row comes back as a first attempt (kind 0) due at `at`, attempts reset. */
 export const revive = (ref: K.DeadRef, ord: number, size: number, at: number): Transition => ({

@@ -8,6 +8,7 @@
  */
 import { Data, Schema } from "effect"
 import { asBuffer } from "./bytes.js"
+import { onDeadOf, Ordered } from "./config-ordering.js"
 import { validName, validValue } from "./http-headers.js"
 import { parseSecret, SECRET_PREFIX } from "./signature.js"
 
@@ -36,6 +37,8 @@ export interface Endpoint {
   readonly metadata?: Readonly<Record<string, string>>
   /** The secret a rotation replaced: it still signs, beside `secret`, until `until` (epoch ms). */
   readonly previousSecret?: { readonly secret: string; readonly until: number } | undefined
+  /** It orders hooks by key (docs/delivery.md "Ordered delivery"); absent: it does not. */
+  readonly ordered?: { readonly onDead: "skip" | "hold" }
 }
 
 export const CONCURRENCY_DEFAULT = 4
@@ -212,10 +215,17 @@ const fields = {
   ratePerSec: Schema.optionalKey(Rate),
   concurrency: Schema.optionalKey(Concurrency),
   disabled: Schema.optionalKey(Disabled),
-  disabledReason: Schema.optionalKey(Reason)
+  disabledReason: Schema.optionalKey(Reason),
+  ordered: Schema.optionalKey(Ordered.annotate({ message: `expected true, false or {"onDead": "skip" | "hold"}` }))
 }
 
-const OTHER_FIELDS = "metadata, description, eventTypes, headers, secret, ratePerSec, concurrency, disabled, disabledReason"
+const OTHER_FIELDS = "metadata, description, eventTypes, headers, secret, ratePerSec, concurrency, disabled, disabledReason, ordered"
+
+/** The stored form of an `ordered` field: absent when it does not order. */
+const orderedField = (o: Ordered | undefined) => {
+  const onDead = onDeadOf(o)
+  return onDead === undefined ? {} : { ordered: { onDead } }
+}
 
 /** `POST /v1/tenants/:tenant/endpoints`: `url` and any of the rest. */
 export const EndpointCreate = Schema.Struct({
@@ -253,15 +263,17 @@ export const create = (input: EndpointCreate, made: { readonly id: number; reado
     disabledReason: disabled ? (input.disabledReason ?? null) : null,
     createdAt: made.now,
     updatedAt: made.now,
-    ...(input.metadata === undefined ? {} : { metadata: { ...input.metadata } })
+    ...(input.metadata === undefined ? {} : { metadata: { ...input.metadata } }),
+    ...orderedField(input.ordered)
   }
 }
 
 /** The endpoint with a decoded patch laid over it. Enabling clears the reason. */
 export const patch = (e: Endpoint, p: EndpointPatch, now: number): Endpoint => {
   const disabled = p.disabled ?? e.disabled
+  const { ordered: _ordered, ...was } = e
   return {
-    ...e,
+    ...(p.ordered === undefined ? e : { ...was, ...orderedField(p.ordered) }),
     url: p.url ?? e.url,
     description: p.description ?? e.description,
     eventTypes: p.eventTypes === undefined ? e.eventTypes : normalTypes(p.eventTypes),
@@ -318,9 +330,12 @@ export const decode = (id: number, v: Uint8Array): Endpoint | undefined => {
       ? { previousSecret: { secret: prev.secret, until: prev.until } }
       : {}
   const metadata = isStringRecord(m["metadata"]) ? { metadata: m["metadata"] } : {}
+  const onDead = (m["ordered"] as { onDead?: unknown } | null | undefined)?.onDead
+  const ordered: Pick<Endpoint, "ordered"> = onDead === "skip" || onDead === "hold" ? { ordered: { onDead } } : {}
   return {
     ...previousSecret,
     ...metadata,
+    ...ordered,
     id: formatId(id),
     url: m["url"] as string,
     description: m["description"] as string,

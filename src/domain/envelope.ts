@@ -18,6 +18,8 @@ export interface Envelope {
   readonly sinks: ReadonlyArray<string>
   /** The event type the source's rule found (docs/delivery.md "Tenant endpoints"); absent when none. */
   readonly eventType?: string | undefined
+  /** The ordering key the source's rule found (docs/delivery.md "Ordered delivery"); absent when none. */
+  readonly orderingKey?: string | undefined
   readonly idempotencyKey: string | null
   /**
    * The hook's trace context (docs/observability.md): the `traceparent` of its ingest span, and
@@ -45,6 +47,7 @@ export const encodeEnvelope = (e: Envelope): Uint8Array => {
     sinks: e.sinks,
     idempotencyKey: e.idempotencyKey,
     ...(e.eventType === undefined ? {} : { eventType: e.eventType }),
+    ...(e.orderingKey === undefined ? {} : { orderingKey: e.orderingKey }),
     ...(e.traceparent === undefined ? {} : { traceparent: e.traceparent }),
     ...(e.tracestate === undefined ? {} : { tracestate: e.tracestate })
   })

@@ -28,6 +28,8 @@ export const P = {
   tenantLimits: ch("l"),
   endpoints: ch("e"),
   erasure: ch("r"),
+  waiting: ch("W"),
+  head: ch("H"),
   audit: ch("a")
 } as const
 
@@ -54,6 +56,8 @@ export type FamilyName =
   | "endpoints"
   | "erasures"
   | "counters"
+  | "waiting"
+  | "heads"
 
 export interface Family {
   readonly name: FamilyName
@@ -133,6 +137,10 @@ export const Families: Readonly<Record<FamilyName, Family>> = {
   endpoints: prefixed("endpoints", "tenants", V3, P.endpoints, L.ordId),
   // TEN-5: an erase job and its refusal, by tenant id; added like tenant_limits.
   erasures: prefixed("erasures", "tenants", V3, P.erasure, L.utf8),
+  // Ordered delivery (docs/delivery.md "Ordered delivery"), added like tenant_limits: the rows of an
+  // ordered lane behind its head, in accepted order, and each busy lane's head.
+  waiting: prefixed("waiting", "index", V3, P.waiting, L.ordLaneSeqSink),
+  heads: prefixed("heads", "index", V3, P.head, L.ordLane),
   // TEN-1 §3: counters lo = <<0::40>>, hi = <<0xFFFFFFFF::32, 0xFF>>; merges read the value.
   counters: {
     name: "counters",

@@ -150,6 +150,29 @@ const erasure = utf8Codec(F.erasures)
 export const erasureKey = erasure.encode
 export const decodeErasureKey = erasure.decode
 
+// Ordered delivery (src/domain/ordering.ts builds these; nothing else): the waiting rows of a lane
+// ?W <<?W, ord::32, lane::64, seq::64, sink::16>> -> <<size::32>>, and each busy lane's head
+// ?H <<?H, ord::32, lane::64>> -> headValue
+export interface LaneRef {
+  readonly ord: number
+  readonly lane: number
+}
+export interface WaitingRef extends LaneRef {
+  readonly seq: number
+  readonly sink: number
+}
+const waiting = fixedCodec(F.waiting, L.ordLaneSeqSink)
+export const waitingKey = (ord: number, lane: number, seq: number, sink: number): Uint8Array => waiting.encode(ord, lane, seq, sink)
+export const decodeWaitingKey = (k: Uint8Array): WaitingRef => waiting.decode(k)
+/** Every waiting key of a tenant, or of one lane, starts with it. */
+export const waitingPrefix = (ord: number): Uint8Array => waiting.lead(ord)
+export const waitingLanePrefix = (ord: number, lane: number): Uint8Array => waiting.lead(ord, lane)
+
+const head = fixedCodec(F.heads, L.ordLane)
+export const headKey = (ord: number, lane: number): Uint8Array => head.encode(ord, lane)
+export const decodeHeadKey = (k: Uint8Array): LaneRef => head.decode(k)
+export const headPrefix = (ord: number): Uint8Array => head.lead(ord)
+
 // counters <<ord::32, field::8>> -> int64 (merged)
 const counter = fixedCodec(F.counters, L.ordField)
 export const counterKey = (ord: number, field: number): Uint8Array => counter.encode(ord, field)

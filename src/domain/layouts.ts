@@ -104,6 +104,22 @@ export const Layouts = {
     (k, o, ord: number, id: number) => (k.writeUInt32BE(ord, o), writeU64(k, id, o + 4)),
     (k, o) => ({ ord: readU32(k, o), id: readU64(k, o + 4) })
   ),
+  /** An ordering lane of a tenant (src/domain/ordering.ts): the heads family. */
+  ordLane: fixed(
+    "ordLane",
+    [4, 8],
+    (k, o, ord: number, lane: number) => (k.writeUInt32BE(ord, o), writeU64(k, lane, o + 4)),
+    (k, o) => ({ ord: readU32(k, o), lane: readU64(k, o + 4) })
+  ),
+  /** A row waiting in its lane, in accepted order: the waiting family. */
+  ordLaneSeqSink: fixed(
+    "ordLaneSeqSink",
+    [4, 8, 8, 2],
+    (k, o, ord: number, lane: number, seq: number, sink: number) => (
+      k.writeUInt32BE(ord, o), writeU64(k, lane, o + 4), writeU64(k, seq, o + 12), k.writeUInt16BE(sink, o + 20)
+    ),
+    (k, o) => ({ ord: readU32(k, o), lane: readU64(k, o + 4), seq: readU64(k, o + 12), sink: readU16(k, o + 20) })
+  ),
   ordField: fixed(
     "ordField",
     [4, 1],

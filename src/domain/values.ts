@@ -1,5 +1,5 @@
 /** Values of the index families (TEN-1 §3): due, inflight, dead and archive rows. */
-import { asBuffer, corrupt, encodeU32, readU32, zeroed } from "./bytes.js"
+import { asBuffer, corrupt, encodeU32, readU16, readU32, readU64, writeU64, zeroed } from "./bytes.js"
 
 /** Due value <<size::32, kind::8>>. */
 export type DueKind = 0 | 1
@@ -20,13 +20,21 @@ export const decodeDueValue = (v: Uint8Array): DueValue =>
 export const sizeValue = (size: number): Uint8Array => encodeU32(size)
 export const decodeSizeValue = (v: Uint8Array): number => (v.length === 4 ? readU32(v, 0) : corrupt("size value", v))
 
-/** Dead value. Version byte = the format that wrote it: 2 `{sourceId, id}`, 3 `{sourceId, id, ord}`. */
+/**
+ * Dead value. Version byte = the format that wrote it: 2 `{sourceId, id}`, 3 `{sourceId, id, ord}`,
+ * then in format 3 an optional lane byte: 1 its ordered lane was skipped past it (onDead skip), 2 it
+ * holds its lane (onDead hold). docs/delivery.md "Ordered delivery".
+ */
 export interface DeadValue {
   readonly sourceId: string
   readonly id: string
   /** undefined only in a format 2 value. */
   readonly ord: number | undefined
+  /** The head of an ordered lane when it died: its lane moved on without it, or waits for it. */
+  readonly lane?: DeadLane | undefined
 }
+export type DeadLane = "skipped" | "held"
+const DEAD_LANE: Record<DeadLane, number> = { skipped: 1, held: 2 }
 
 const writeStr16 = (parts: Array<Buffer>, s: string) => {
   const body = Buffer.from(s, "utf8")
@@ -35,13 +43,14 @@ const writeStr16 = (parts: Array<Buffer>, s: string) => {
   parts.push(len, body)
 }
 
-export const deadValue = (v: { readonly sourceId: string; readonly id: string; readonly ord: number }): Uint8Array => {
+export const deadValue = (v: { readonly sourceId: string; readonly id: string; readonly ord: number; readonly lane?: DeadLane | undefined }): Uint8Array => {
   const head = zeroed(5)
   head[0] = 3
   head.writeUInt32BE(v.ord, 1)
   const parts = [head]
   writeStr16(parts, v.sourceId)
   writeStr16(parts, v.id)
+  if (v.lane !== undefined) parts.push(Buffer.from([DEAD_LANE[v.lane]]))
   return Buffer.concat(parts)
 }
 
@@ -69,7 +78,9 @@ export const decodeDeadValue = (v: Uint8Array): DeadValue => {
   off += 2 + srcLen
   const idLen = b.readUInt16BE(off)
   const id = b.toString("utf8", off + 2, off + 2 + idLen)
-  if (off + 2 + idLen !== b.length) return corrupt("dead value", v)
+  const end = off + 2 + idLen
+  if (version === 3 && end + 1 === b.length && (b[end] === 1 || b[end] === 2)) return { sourceId, id, ord, lane: b[end] === 1 ? "skipped" : "held" }
+  if (end !== b.length) return corrupt("dead value", v)
   return { sourceId, id, ord }
 }
 
@@ -82,3 +93,19 @@ export const archiveValue = (size: number, ord: number): Uint8Array => {
 }
 export const decodeArchiveValue = (v: Uint8Array): { readonly size: number; readonly ord: number } =>
   v.length === 8 ? { size: readU32(v, 0), ord: readU32(v, 4) } : corrupt("archive value", v)
+
+/** Head value <<seq::64, sink::16, held::8>>: the lane's one live row (due, inflight) or, held, its dead row (onDead hold). */
+export interface HeadValue {
+  readonly seq: number
+  readonly sink: number
+  readonly held: boolean
+}
+export const headValue = (h: HeadValue): Uint8Array => {
+  const b = zeroed(11)
+  writeU64(b, h.seq, 0)
+  b.writeUInt16BE(h.sink, 8)
+  b[10] = h.held ? 1 : 0
+  return b
+}
+export const decodeHeadValue = (v: Uint8Array): HeadValue =>
+  v.length === 11 && (v[10] === 0 || v[10] === 1) ? { seq: readU64(v, 0), sink: readU16(v, 8), held: v[10] === 1 } : corrupt("head value", v)

@@ -80,7 +80,8 @@ export const layer = (boot: Config) => {
     seq: item.seq,
     dead_at: new Date(item.at).toISOString(),
     attempts: row?.attempts ?? null,
-    last_status: row?.lastStatus ?? null
+    last_status: row?.lastStatus ?? null,
+    ...(item.lane === undefined ? {} : { lane: item.lane })
   })
 
   // GET /v1/dlq: newest first; one reverse `?X` range per tenant when filtered, the global `?x` otherwise.
@@ -166,13 +167,28 @@ export const layer = (boot: Config) => {
     )
   })
 
-  // GET /v1/tenants/:tenant: the six counters and the limits.
+  // GET /v1/tenants/:tenant: the counters and the limits.
   const tenant = (name: string) =>
     Effect.gen(function* () {
       yield* requireTenant(yield* Admin, name)
       const ord = yield* ordOf(name)
       const c = yield* Effect.flatMap(Queue, (q) => q.counters(ord))
       return { tenant: name, ...c, ...limitsFields(yield* Effect.flatMap(Limits, (l) => l.get(ord))) }
+    })
+
+  // GET /v1/tenants/:tenant/ordering/held: each held lane's dead head, with its hook's key and destination.
+  const heldLanes = (name: string, limit = 100) =>
+    Effect.gen(function* () {
+      yield* requireTenant(yield* Admin, name)
+      const ord = yield* ordOf(name)
+      const queue = yield* Queue
+      const held = yield* queue.heldLanes(ord, limit)
+      const envs = yield* queue.envelopes(held.map((h) => h.seq))
+      const items = held.map((h) => {
+        const env = envs.get(h.seq)
+        return { destination: env?.sinks[h.sink] ?? null, ordering_key: env?.orderingKey ?? null, id: env?.id ?? null, seq: h.seq, sink_index: h.sink }
+      })
+      return { tenant: name, items }
     })
 
   // DELETE /v1/tenants/:tenant/queue?kinds=pending,dead
@@ -270,6 +286,7 @@ export const layer = (boot: Config) => {
       // Raw: the body is read by body.ts under its bound, not buffered whole by the builder.
       .handleRaw("replay", () => answer(replay))
       .handle("tenant", ({ params }) => answer(tenant(params.tenant)))
+      .handle("heldLanes", ({ params, query }) => answer(heldLanes(params.tenant, query.limit)))
       .handle("purge", ({ params, query }) => answer(purge(params.tenant, query.kinds)))
       .handle("quarantineList", ({ query }) => answer(quarantineList(query)))
       .handle("quarantineDelete", ({ query }) => answer(quarantineDelete(query.tenant)))

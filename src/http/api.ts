@@ -142,8 +142,22 @@ const DeadItem = Schema.Struct({
   seq: Count,
   dead_at: Schema.String,
   attempts: Schema.NullOr(Count),
-  last_status: Schema.NullOr(Count)
+  last_status: Schema.NullOr(Count),
+  /** The head of an ordered lane when it died (docs/delivery.md "Ordered delivery"): `skipped` past, or `held` for. */
+  lane: Schema.optionalKey(Schema.Literals(["skipped", "held"]))
 }).annotate({ identifier: "DeadItem" })
+
+/** A held lane (onDead hold): its dead head, which the lane waits for. */
+const HeldLane = Schema.Struct({
+  destination: Schema.NullOr(Schema.String),
+  ordering_key: Schema.NullOr(Schema.String),
+  id: Schema.NullOr(Schema.String),
+  seq: Count,
+  sink_index: Count
+}).annotate({ identifier: "HeldLane" })
+
+/** Held lanes listed at most by one call. */
+export const HELD_LANES_MAX = 1_000
 
 /** A tenant's effective limits (src/domain/limits.ts) and what it overrides. */
 const TenantLimits = {
@@ -155,6 +169,8 @@ const TenantLimits = {
 const TenantCounters = Schema.Struct({
   tenant: Schema.String,
   ...CounterFields,
+  /** Rows of ordered lanes waiting behind their key's head (docs/delivery.md "Ordered delivery"). */
+  waiting: Count,
   ...TenantLimits
 }).annotate({ identifier: "TenantCounters" })
 
@@ -214,7 +230,15 @@ export class AdminApi extends HttpApiGroup.make("admin")
       params: tenantPath,
       success: TenantCounters,
       error: [ForbiddenError, UnknownTenantError]
-    }).annotate(OpenApi.Summary, "The tenant's six counters and its limits"),
+    }).annotate(OpenApi.Summary, "The tenant's counters and its limits"),
+    HttpApiEndpoint.get("heldLanes", "/v1/tenants/:tenant/ordering/held", {
+      params: tenantPath,
+      query: { limit: Schema.optionalKey(Limit(HELD_LANES_MAX)) },
+      success: Schema.Struct({ tenant: Schema.String, items: Schema.Array(HeldLane) }),
+      error: [ForbiddenError, UnknownTenantError]
+    })
+      .middleware(RequestErrors)
+      .annotate(OpenApi.Summary, "The tenant's ordered lanes held by a dead head (onDead hold)"),
     HttpApiEndpoint.delete("purge", "/v1/tenants/:tenant/queue", {
       params: tenantPath,
       query: { kinds: Kinds },

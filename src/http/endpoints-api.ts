@@ -53,6 +53,8 @@ export const EndpointView = Schema.Struct({
   concurrency: Count,
   disabled: Schema.Boolean,
   disabledReason: Schema.NullOr(Schema.String),
+  /** Present when it orders hooks by key (docs/delivery.md "Ordered delivery"). */
+  ordered: Schema.optionalKey(Schema.Struct({ onDead: Schema.Literals(["skip", "hold"]) })),
   createdAt: Schema.String,
   updatedAt: Schema.String,
   /** Its breaker on the node that answers; null while it has no pool open there (no call since, or closed by `endpoints.maxPools`). */

@@ -17,6 +17,8 @@ import { Cause, Context, Effect, Exit, type Scope } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { currentOf, type Generation } from "../config/live.js"
 import type { Config, EventTypeRule, Source } from "../domain/config.js"
+import { onDeadOf } from "../domain/config-ordering.js"
+import * as Ordering from "../domain/ordering.js"
 import * as Dedupe from "../domain/dedupe.js"
 import * as Signature from "../domain/signature.js"
 import { SYSTEM_TENANT, TenantErased, validTenantId } from "../domain/tenants.js"
@@ -84,17 +86,35 @@ export const EVENT_TYPE_MAX_CHARS = 128
  * Pointer in a JSON body. None (undefined) when the header is absent or the pointer finds no
  * string; over EVENT_TYPE_MAX_CHARS is a 400.
  */
-const eventTypeOf = (rule: EventTypeRule, headers: Headers, body: Uint8Array): string | undefined | BadRequest => {
-  let found: unknown
-  if ("header" in rule) found = headers[rule.header]?.trim()
-  else {
-    try {
-      found = pointerOf(JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8")), rule.jsonPointer)
-    } catch {
-      found = undefined
-    }
+/** What a header or JSON Pointer rule finds: the trimmed header, or the JSON value at the pointer. */
+const ruleValue = (rule: EventTypeRule, headers: Headers, body: Uint8Array): unknown => {
+  if ("header" in rule) return headers[rule.header]?.trim()
+  try {
+    return pointerOf(JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8")), rule.jsonPointer)
+  } catch {
+    return undefined
   }
-  if (typeof found !== "string" || found === "") return undefined
+}
+
+const nonEmpty = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined)
+
+/**
+ * The hook's ordering key by the source's rule, as `eventTypeOf` finds an event type (a number at
+ * the pointer counts too, as its decimal string). None: the hook is never held back. Over
+ * Ordering.MAX_KEY_BYTES (UTF-8) is a 400.
+ */
+const orderingKeyOf = (rule: EventTypeRule, headers: Headers, body: Uint8Array): string | undefined | BadRequest => {
+  const v = ruleValue(rule, headers, body)
+  const found = typeof v === "number" && Number.isFinite(v) ? String(v) : nonEmpty(v)
+  if (found === undefined) return undefined
+  return Ordering.validKey(found)
+    ? found
+    : new BadRequest({ code: "invalid_ordering_key", message: `ordering key: expected at most ${Ordering.MAX_KEY_BYTES} bytes` })
+}
+
+const eventTypeOf = (rule: EventTypeRule, headers: Headers, body: Uint8Array): string | undefined | BadRequest => {
+  const found = nonEmpty(ruleValue(rule, headers, body))
+  if (found === undefined) return undefined
   return found.length > EVENT_TYPE_MAX_CHARS
     ? new BadRequest({ code: "invalid_event_type", message: `event type: expected at most ${EVENT_TYPE_MAX_CHARS} characters` })
     : found
@@ -145,7 +165,9 @@ const viewOf = (g: Generation) => ({
   sources: new Map<string, LiveSource>(
     g.config.sources.map((s) => [s.id, { ...s, key: s.verification === "none" ? undefined : Signature.parseSecret(s.verification.secret) }])
   ),
-  maxBodyBytes: g.config.ingest.maxBodyBytes
+  maxBodyBytes: g.config.ingest.maxBodyBytes,
+  /** The sinks that order hooks by key (docs/delivery.md "Ordered delivery"). */
+  orderedSinks: new Set(g.config.sinks.filter((s) => onDeadOf(s.ordered) !== undefined).map((s) => s.name))
 })
 
 export type Listener = (req: IncomingMessage, res: ServerResponse, source: string) => void
@@ -256,6 +278,8 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate | 
       if (idempotencyKey instanceof BadRequest) return refuse(res, started, idempotencyKey)
       const eventType = source.eventType === undefined ? undefined : eventTypeOf(source.eventType, headers, body)
       if (eventType instanceof BadRequest) return refuse(res, started, eventType)
+      const orderingKey = source.orderingKey === undefined ? undefined : orderingKeyOf(source.orderingKey, headers, body)
+      if (orderingKey instanceof BadRequest) return refuse(res, started, orderingKey)
       // Verified: the hook spends its tenant's rate now (a stranger's unsigned requests spend none).
       const limited = admission.spend(services, tenant)
       if (limited !== undefined) return refuse(res, started, limited)
@@ -270,6 +294,7 @@ export const listener = (config: Config): Effect.Effect<Listener, never, Gate | 
           idempotencyKey,
           archive,
           eventType,
+          ...(orderingKey === undefined ? {} : { orderingKey, orderedSinks: view.orderedSinks }),
           trace: tracing === undefined ? undefined : contextOf(res, tenant)
         },
         answer(res, started)

@@ -137,7 +137,8 @@ export const queue = {
   inflight: Metric.gauge("ankusa_queue_inflight", { description: "Rows claimed by the pipeline" }),
   dead: Metric.gauge("ankusa_queue_dead", { description: "Rows in the dead-letter queue" }),
   bytes: Metric.gauge("ankusa_queue_bytes", { description: "Bytes of every delivery row that exists (due, inflight, dead)" }),
-  archive_pending: Metric.gauge("ankusa_queue_archive_pending", { description: "Archive obligations not yet settled" })
+  archive_pending: Metric.gauge("ankusa_queue_archive_pending", { description: "Archive obligations not yet settled" }),
+  waiting: Metric.gauge("ankusa_queue_waiting", { description: "Rows of ordered lanes waiting behind their key's head (not yet due)" })
 } as const
 
 export const oldestDueAge = Metric.gauge("ankusa_queue_oldest_due_age_seconds", {

@@ -21,6 +21,7 @@ import { Clock, Duration, Effect, Layer, Redacted, References } from "effect"
 import { HttpServer } from "effect/http"
 import * as path from "node:path"
 import { type Config, type LogLevel, resolveUrl } from "../domain/config.js"
+import { onDeadOf } from "../domain/config-ordering.js"
 import { familiesOf } from "../domain/keys.js"
 import * as Archive from "../lifecycle/archive.js"
 import * as Audit from "../lifecycle/audit.js"
@@ -84,7 +85,8 @@ export const sinksOf = (config: Config, origin: string): ReadonlyArray<Pipeline.
     ratePerSec: s.ratePerSec,
     maxWaiting: s.maxWaiting,
     maxPauseMs: s.maxPauseMs,
-    retry: s.retry
+    retry: s.retry,
+    ordered: onDeadOf(s.ordered) === undefined ? undefined : { onDead: onDeadOf(s.ordered)! }
   }))
 
 /** `next` built after `prev`, on its services; both out, released in reverse (boot is a chain of these). */
@@ -163,6 +165,9 @@ const recovery = setPhase("recovering").pipe(
       const queue = yield* Queue.Queue
       const recovered = yield* queue.recoverInflight(yield* Clock.currentTimeMillis)
       if (recovered > 0) yield* Effect.logInfo("recovered inflight rows").pipe(Effect.annotateLogs({ rows: recovered }))
+      // Ordered lanes: a promotion or a purge's repair that a crash cut short (docs/delivery.md "Ordered delivery").
+      const lanes = yield* queue.recoverLanes(yield* Clock.currentTimeMillis)
+      if (lanes > 0) yield* Effect.logInfo("recovered ordered lanes").pipe(Effect.annotateLogs({ lanes }))
     })
   ))
 )

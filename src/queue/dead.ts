@@ -18,6 +18,8 @@ export interface DeadItem {
   readonly sink: number
   readonly sourceId: string
   readonly id: string
+  /** The head of an ordered lane when it died: its lane skipped past it, or holds for it. */
+  readonly lane?: K.DeadLane | undefined
 }
 
 export interface DeadPage {
@@ -52,7 +54,7 @@ export const dead =
         const v = K.decodeDeadValue(raw)
         // A mirror naming another tenant is a broken invariant (store check reports it): never show it here.
         if (v.ord !== t.ord) return
-        items.push({ ord: t.ord, ...t.ref, sourceId: v.sourceId, id: v.id })
+        items.push({ ord: t.ord, ...t.ref, sourceId: v.sourceId, id: v.id, lane: v.lane })
       })
       return { items, cursor: taken.length === n ? taken[n - 1]!.ref : undefined }
     })
@@ -83,7 +85,7 @@ export const deadPage =
           last = ref
           const v = K.decodeDeadValue(e.value)
           if (ord === undefined || v.ord === ord) {
-            items.push({ ord: v.ord ?? 0, ...ref, sourceId: v.sourceId, id: v.id })
+            items.push({ ord: v.ord ?? 0, ...ref, sourceId: v.sourceId, id: v.id, lane: v.lane })
             if (items.length === n) break
           }
         }

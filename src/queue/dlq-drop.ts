@@ -1,9 +1,10 @@
 /** Dropping dead rows by the DLQ ceiling (docs/operations.md "DLQ ceiling"): sizes, then the drop under the tenant's lock. */
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import * as K from "../domain/keys.js"
 import type { Entry, StoreError, StoreShape } from "../store/store.js"
 import type { WithTenant } from "./tenant-locks.js"
+import type { Lanes } from "./lanes.js"
 
 /** The size of the delivery row behind each `?x` entry (0 where gone). */
 export const deadSizes =
@@ -22,7 +23,7 @@ export const deadSizes =
  * Returns the sizes dropped, row by row.
  */
 export const dropDead =
-  (store: StoreShape, withTenant: WithTenant) =>
+  (store: StoreShape, withTenant: WithTenant, lanes?: Lanes) =>
   (ord: number, entries: ReadonlyArray<Entry>): Effect.Effect<Array<number>, StoreError> =>
     withTenant(
       ord,
@@ -40,6 +41,8 @@ export const dropDead =
           sizes.push(size)
         })
         if (ts.length > 0) yield* store.write(Deliveries.batch(ts), { sync: true })
+        // A dropped row that held its lane (onDead hold): the lane moves on.
+        if (ts.length > 0 && lanes !== undefined) yield* Effect.flatMap(Clock.currentTimeMillis, (now) => lanes.repairHeads(ord, now)).pipe(Effect.catchTag("StoreCorrupt", Effect.die))
         return sizes
       })
     )

@@ -9,9 +9,11 @@ import { Effect } from "effect"
 import * as Counters from "../domain/counters.js"
 import * as Dedupe from "../domain/dedupe.js"
 import * as Deliveries from "../domain/deliveries.js"
+import * as LaneMoves from "../domain/lane-moves.js"
 import { decodeEnvelope, tenantOf } from "../domain/envelope.js"
 import * as E from "../domain/erase.js"
 import * as K from "../domain/keys.js"
+import * as Ordering from "../domain/ordering.js"
 import { del, deleteRange, type Op } from "../domain/ops.js"
 import type { EndpointsShape } from "./endpoints.js"
 import type { LimitsShape } from "./limits.js"
@@ -117,10 +119,30 @@ const purge: Step = (c, job) =>
           const done = page.length < c.chunk
           return yield* commit(c, job, [...(ts.length === 0 ? [] : Deliveries.batch(ts)), ...ops], {
             step: 3,
-            cursor: done ? { phase: "markers", key: null } : { phase, key: hex(page[page.length - 1]!.key) },
+            cursor: done ? { phase: "lanes", key: null } : { phase, key: hex(page[page.length - 1]!.key) },
             add: { dead: ts.length }
           })
         })
+      )
+    }
+    if (phase === "lanes") {
+      // Ordered lanes (docs/delivery.md "Ordered delivery"): the waiting rows with their deltas, then
+      // the heads; nothing of the tenant is due, inflight or dead any more, so no head moves on.
+      return yield* c.queue.withTenant(
+        job.ord,
+        c.queue.lanes.locked(
+          Effect.gen(function* () {
+            const waiting = yield* c.store.scan("index", Ordering.tenantWaitingRange(job.ord), { limit: c.chunk })
+            const ts = waiting.map((e) => LaneMoves.purgeWaiting(K.decodeWaitingKey(e.key), K.decodeSizeValue(e.value)))
+            const heads = ts.length === c.chunk ? [] : yield* c.store.scan("index", Ordering.tenantHeadRange(job.ord), { limit: c.chunk - ts.length })
+            const done = ts.length + heads.length < c.chunk
+            return yield* commit(c, job, [...(ts.length === 0 ? [] : Deliveries.batch(ts)), ...heads.map((e) => del("index", e.key))], {
+              step: 3,
+              cursor: done ? { phase: "markers", key: null } : { phase, key: null },
+              add: { waiting: ts.length, lanes: heads.length }
+            })
+          })
+        )
       )
     }
     // Markers are keyed by time first: a bounded walk of the whole `?A` family, deleting the tenant's.
@@ -244,7 +266,7 @@ const tombstone: Step = (c, job) =>
   c.queue.withTenant(
     job.ord,
     Effect.gen(function* () {
-      for (const range of [Deliveries.tenantDueRange(job.ord), Deliveries.tenantInflightRange(job.ord), Deliveries.tenantDeadRange(job.ord)]) {
+      for (const range of [Deliveries.tenantDueRange(job.ord), Deliveries.tenantInflightRange(job.ord), Deliveries.tenantDeadRange(job.ord), Ordering.tenantWaitingRange(job.ord)]) {
         if ((yield* c.store.first("index", range)) !== undefined) return yield* commit(c, job, [], { step: 2, cursor: null, add: { restarts: 1 } })
       }
       // Limits and endpoints are set through the API by ordinal, which resolves until this step: one set meanwhile goes too.

@@ -2,11 +2,12 @@
  * Tenant purge (TEN-1 §6): a tenant's due and dead rows removed in synced chunks, each chunk under
  * the tenant's lock so a purge and a claim or revive never both count one row's removal.
  */
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import * as K from "../domain/keys.js"
 import type { StoreError, StoreShape } from "../store/store.js"
 import type { WithTenant } from "./tenant-locks.js"
+import type { Lanes } from "./lanes.js"
 
 /** Rows per synced batch of `purgeTenant` (TEN-1 §6). */
 export const PURGE_CHUNK = 500
@@ -56,7 +57,7 @@ const purgeDeadChunk = (store: StoreShape, withTenant: WithTenant, ord: number, 
   )
 
 export const purgeTenant =
-  (store: StoreShape, withTenant: WithTenant) =>
+  (store: StoreShape, withTenant: WithTenant, lanes?: Lanes) =>
   (
     ord: number,
     kinds: ReadonlyArray<PurgeKind>,
@@ -71,6 +72,17 @@ export const purgeTenant =
       // One pass over each range with a cursor: never re-reads the purged keys (tombstones in RocksDB)
       // nor rows left behind (a broken mirror). A row enqueued behind the cursor meanwhile survives;
       // calling again purges it.
+      // Ordered lanes: waiting rows are pending too, purged before the due rows so that no head purged
+      // below promotes one of them; then every head whose row went moves its lane on.
+      if (kinds.includes("pending") && lanes !== undefined) {
+        for (;;) {
+          if (chunks >= maxChunks) return { pending, dead, done: false }
+          const n = yield* withTenant(ord, lanes.purgeWaiting(ord, chunk))
+          chunks++
+          pending += n
+          if (n < chunk) break
+        }
+      }
       if (kinds.includes("pending")) {
         let lo = Deliveries.tenantDueRange(ord).lo
         for (;;) {
@@ -93,5 +105,6 @@ export const purgeTenant =
           if (r.scanned < chunk) break
         }
       }
+      if (lanes !== undefined) yield* Effect.flatMap(Clock.currentTimeMillis, (now) => lanes.repairHeads(ord, now)).pipe(Effect.catchTag("StoreCorrupt", Effect.die))
       return { pending, dead, done: true }
     })

@@ -26,6 +26,7 @@ import { recoverInflight, takeBackInflight } from "./recovery.js"
 import { type DeliveryRow, deliveryRow, deliveryRows, type Outcome, settle } from "./settle.js"
 import { pendingForSource, type SourcePending } from "./source.js"
 import { makeTenantLocks } from "./tenant-locks.js"
+import { type Lanes, makeLanes } from "./lanes.js"
 
 export {
   ACTIVE_SCAN_FIRST_PAGE,
@@ -40,6 +41,7 @@ export { type Admission, type ClaimedVisit, type ClaimRequest } from "./claim.js
 export { type Admit } from "./due.js"
 export { type Obligation } from "./obligations.js"
 export { type DeliveryRow, type Outcome } from "./settle.js"
+export { LANES_CHUNK, type LaneOf } from "./lanes.js"
 export { DEAD_MAX_LIMIT, DEAD_PAGE_MAX_SCANNED, DEAD_PAGE_SCAN_PAGE, type DeadItem, type DeadPage } from "./dead.js"
 export { DUE_SCAN_PAGE, type DueEntry } from "./due.js"
 export { type CleanupPoint, type CleanupResult } from "./markers.js"
@@ -133,6 +135,19 @@ export interface QueueShape {
   readonly pendingForSource: (sourceId: string, fixedOrd?: number) => Effect.Effect<SourcePending, StoreError>
   readonly recoverInflight: (now: number) => Effect.Effect<number, StoreError | StoreCorrupt>
   /**
+   * Ordered delivery (lanes.ts): lanes that got waiting rows get a head if they have none (the
+   * Writer, after its commit); at boot, after `recoverInflight`, every lane is repaired so.
+   */
+  readonly promote: (lanes: ReadonlyArray<K.LaneRef>, now: number) => Effect.Effect<void, StoreError>
+  readonly recoverLanes: (now: number) => Effect.Effect<number, StoreError | StoreCorrupt>
+  /** A tenant's held lanes (onDead hold): each lane's dead head, up to `limit`. */
+  readonly heldLanes: (
+    ord: number,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<{ readonly lane: number; readonly seq: number; readonly sink: number }>, StoreError>
+  /** The lanes' section and transitions, for the replay and the erase (lanes.ts). */
+  readonly lanes: Lanes
+  /**
    * Run `effect` while holding tenant `ord`'s in-process lock. Transitions
    * that read a due or dead row and then delete it (claim, revive, purge)
    * take it, so two of them never both count the same row's removal.
@@ -157,6 +172,7 @@ const counters = (store: StoreShape) => (ord: number) =>
 
 export const make = (store: StoreShape): QueueShape => {
   const withTenant = makeTenantLocks()
+  const lanes = makeLanes(store)
   const countersOf = counters(store)
   const fenced = new Set<number>()
   const taken = new Set<number>()
@@ -165,7 +181,7 @@ export const make = (store: StoreShape): QueueShape => {
     markerSlice: markerSlice(store),
     claim: claimDue(store, withTenant, fenced),
     unclaim: unclaim(store, taken),
-    settle: settle(store, taken),
+    settle: settle(store, taken, lanes),
     deliveryRow: deliveryRow(store),
     deliveryRows: deliveryRows(store),
     envelopes: envelopes(store),
@@ -175,7 +191,7 @@ export const make = (store: StoreShape): QueueShape => {
         ? Effect.succeed([])
         : store.getCounters("counters", ords.map((o) => K.counterKey(o, Counters.Fields.pending))).pipe(Effect.map((vs) => vs.map((v) => Number(v ?? 0n)))),
     deadSizes: deadSizes(store),
-    dropDead: dropDead(store, withTenant),
+    dropDead: dropDead(store, withTenant, lanes),
     archiveObligations: archiveObligations(store),
     settleArchive: settleArchive(store),
     unreferenced: unreferenced(store),
@@ -191,9 +207,13 @@ export const make = (store: StoreShape): QueueShape => {
     aggregate: countersOf(Counters.AGGREGATE),
     dead: dead(store),
     deadPage: deadPage(store),
-    purgeTenant: purgeTenant(store, withTenant),
+    purgeTenant: purgeTenant(store, withTenant, lanes),
     pendingForSource: pendingForSource(store),
     recoverInflight: recoverInflight(store),
+    promote: lanes.promote,
+    recoverLanes: lanes.recover,
+    heldLanes: (ord, limit) => lanes.held(ord, limit),
+    lanes,
     withTenant,
     fence: (ord) => Effect.suspend(() => (fenced.add(ord), withTenant(ord, Effect.void))),
     takeBack: (ord, now) =>

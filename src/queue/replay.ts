@@ -9,6 +9,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import * as K from "../domain/keys.js"
+import * as Ordering from "../domain/ordering.js"
 import { Queue } from "./queue.js"
 import { type Range, Store, type StoreError } from "../store/store.js"
 
@@ -68,22 +69,35 @@ export const make = Effect.gen(function* () {
       Effect.gen(function* () {
         if (candidates.length === 0) return 0
         const values = yield* store.multiGet("index", candidates.map((c) => c.deadKey))
+        const laned = new Set<Candidate>()
         const live = candidates.filter((c, i) => {
           const raw = values[i]
           if (raw === undefined) return false
           const v = K.decodeDeadValue(raw)
+          if (v.lane !== undefined) laned.add(c)
           return v.ord === ord && matches(f, v, c.ref)
         })
+        // The hooks are read only when a filter or a lane needs them (docs/delivery.md "Ordered delivery").
+        const needed = f.destination !== undefined ? live : live.filter((c) => laned.has(c))
+        const envs = needed.length === 0 ? new Map() : yield* queue.envelopes([...new Set(needed.map((c) => c.ref.seq))])
         if (f.destination !== undefined && live.length > 0) {
-          const envs = yield* queue.envelopes([...new Set(live.map((c) => c.ref.seq))])
           const wanted = live.filter((c) => envs.get(c.ref.seq)?.sinks[c.ref.sink] === f.destination)
           live.splice(0, live.length, ...wanted)
         }
         if (live.length === 0) return 0
         const rows = yield* store.multiGet("deliveries", live.map((c) => K.deliveryKey(c.ref.seq, c.ref.sink)))
-        const ts = live.map((c, i) => Deliveries.revive(c.ref, ord, Deliveries.decodeRow(rows[i])?.size ?? 0, now))
-        yield* store.write(Deliveries.batch(ts), { sync: true })
-        return ts.length
+        const plain: Array<Deliveries.Transition> = []
+        const lanes: Array<{ readonly ref: K.DeadRef; readonly ord: number; readonly lane: number; readonly size: number }> = []
+        live.forEach((c, i) => {
+          const size = Deliveries.decodeRow(rows[i])?.size ?? 0
+          const env = laned.has(c) ? envs.get(c.ref.seq) : undefined
+          const lane = env?.orderingKey === undefined ? undefined : Ordering.laneOf(env.sinks[c.ref.sink] ?? "", env.orderingKey)
+          if (lane === undefined) plain.push(Deliveries.revive(c.ref, ord, size, now))
+          else lanes.push({ ref: c.ref, ord, lane, size })
+        })
+        if (lanes.length === 0) yield* store.write(Deliveries.batch(plain), { sync: true })
+        else yield* queue.lanes.revive(lanes, plain, now)
+        return live.length
       })
     )
 

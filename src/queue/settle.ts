@@ -3,47 +3,71 @@
  * became of a call and the queue turns it into its transition. One write per batch of outcomes,
  * unsynced (a lost outcome leaves its row `?F`, which boot recovery puts back due).
  */
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import * as K from "../domain/keys.js"
 import type { StoreError, StoreShape } from "../store/store.js"
+import type { LaneOf, Lanes, LaneSettle } from "./lanes.js"
 
 export type DeliveryRow = Deliveries.DeliveryRow
 
-/** What became of one claimed row. */
+/** What became of one claimed row; `lane` when its hook has an ordering key (docs/delivery.md "Ordered delivery"). */
 export type Outcome =
-  | { readonly _tag: "Delivered"; readonly ref: K.InflightRef; readonly size: number }
-  | { readonly _tag: "Retry"; readonly ref: K.InflightRef; readonly row: DeliveryRow; readonly at: number }
+  | { readonly _tag: "Delivered"; readonly ref: K.InflightRef; readonly size: number; readonly lane?: LaneOf | undefined }
+  | { readonly _tag: "Retry"; readonly ref: K.InflightRef; readonly row: DeliveryRow; readonly at: number; readonly lane?: LaneOf | undefined }
   | {
       readonly _tag: "DeadLetter"
       readonly ref: K.InflightRef
       readonly row: DeliveryRow
       readonly at: number
       readonly hook: { readonly sourceId: string; readonly id: string }
+      readonly lane?: LaneOf | undefined
     }
   /** The hook is gone or undecodable: nothing to deliver, the row goes. */
-  | { readonly _tag: "Dropped"; readonly ref: K.InflightRef; readonly size: number }
+  | { readonly _tag: "Dropped"; readonly ref: K.InflightRef; readonly size: number; readonly lane?: LaneOf | undefined }
 
-const transitionOf = (o: Outcome): Deliveries.Transition => {
+const transitionOf = (o: Outcome, lane?: K.DeadLane): Deliveries.Transition => {
   switch (o._tag) {
     case "Delivered":
       return Deliveries.delivered(o.ref, o.size)
     case "Retry":
       return Deliveries.retry(o.ref, o.row, o.at)
     case "DeadLetter":
-      return Deliveries.deadLetter(o.ref, o.row, o.at, o.hook)
+      return Deliveries.deadLetter(o.ref, o.row, o.at, o.hook, lane)
     case "Dropped":
       return Deliveries.orphanDrop(o.ref, o.size)
   }
 }
 
-/** `taken`: tenants whose inflight rows an erase took back (Queue.takeBack); their outcomes are dropped, in the same run as the write is sent. */
+/** The outcomes that may settle a lane's head (a retry keeps it). */
+const laneSettles = (outcomes: ReadonlyArray<Outcome>): Map<Outcome, LaneSettle> => {
+  const out = new Map<Outcome, LaneSettle>()
+  for (const o of outcomes) if (o.lane !== undefined && o._tag !== "Retry") out.set(o, { ref: o.ref, lane: o.lane, dead: o._tag === "DeadLetter" })
+  return out
+}
+
+/**
+ * `taken`: tenants whose inflight rows an erase took back (Queue.takeBack); their outcomes are dropped, in the same run as the write is sent.
+ * Outcomes of rows with lanes settle through `lanes`, in the same batch as the lanes' next heads.
+ */
 export const settle =
-  (store: StoreShape, taken: ReadonlySet<number> = new Set()) =>
+  (store: StoreShape, taken: ReadonlySet<number> = new Set(), lanes?: Lanes) =>
   (outcomes: ReadonlyArray<Outcome>): Effect.Effect<void, StoreError> =>
     Effect.suspend(() => {
       const kept = taken.size === 0 ? outcomes : outcomes.filter((o) => !taken.has(o.ref.ord))
-      return kept.length === 0 ? Effect.void : store.write(Deliveries.batch(kept.map(transitionOf)), { sync: false })
+      if (kept.length === 0) return Effect.void
+      const laned = lanes === undefined ? undefined : laneSettles(kept)
+      if (laned === undefined || laned.size === 0) return store.write(Deliveries.batch(kept.map((o) => transitionOf(o))), { sync: false })
+      return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        lanes!.settle(
+          [...laned.values()],
+          (dead) => kept.map((o) => {
+            const l = laned.get(o)
+            return transitionOf(o, l === undefined ? undefined : dead.get(l))
+          }),
+          now
+        )
+      )
     })
 
 /**

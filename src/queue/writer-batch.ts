@@ -12,6 +12,7 @@ import { formatTraceparent } from "../domain/trace-context.js"
 import * as Keys from "../domain/keys.js"
 import type { Op } from "../domain/ops.js"
 import { ingest, type Transition } from "../domain/deliveries.js"
+import * as Ordering from "../domain/ordering.js"
 import type { StoreShape } from "../store/store.js"
 import type { IngestRequest, IngestResult, SubmitError } from "./writer.js"
 import type { Held } from "./wake.js"
@@ -108,6 +109,23 @@ export interface Built {
   readonly nextSeq: number
   /** Owners whose every row is held behind an open breaker (not hinted to the tick). */
   held?: Set<Owner>
+  /** The ordered lanes that got waiting rows: the Queue gives each a head if it has none (after the write). */
+  lanes?: Array<Keys.LaneRef>
+}
+
+/** Whether a destination of a hook of tenant `ord` orders by key: a route sink by the request, an endpoint by its own field. */
+export type OrderedOf = (w: Owner, ord: number, destination: string) => boolean
+
+/** Each destination's lane when the hook has an ordering key and the destination orders, else undefined. */
+const lanesOf = (w: Owner, ord: number, sinks: ReadonlyArray<string>, ordered: OrderedOf | undefined): Array<number | undefined> | undefined => {
+  const key = w.req.orderingKey
+  if (key === undefined) return undefined
+  let out: Array<number | undefined> | undefined
+  for (let i = 0; i < sinks.length; i++) {
+    const d = sinks[i]!
+    if (w.req.orderedSinks?.has(d) === true || ordered?.(w, ord, d) === true) (out ??= sinks.map(() => undefined))[i] = Ordering.laneOf(d, key)
+  }
+  return out
 }
 
 /** Each destination's due time when any of them is held, else undefined (all due `now`). */
@@ -139,6 +157,8 @@ export const buildHooks = (
     readonly fanOut?: FanOut | undefined
     /** The held destinations' due times (Wake `held`): undefined while none is held. */
     readonly held?: Held | undefined
+    /** Endpoints that order (undefined: none does). */
+    readonly ordered?: OrderedOf | undefined
   }
 ): Built => {
   let nextSeq = at.nextSeq
@@ -163,6 +183,7 @@ export const buildHooks = (
       sinks,
       idempotencyKey: req.idempotencyKey,
       eventType: req.eventType,
+      orderingKey: req.orderingKey,
       ...(req.trace === undefined ? {} : { traceparent: formatTraceparent(req.trace), tracestate: req.trace.traceState }),
       body: req.body
     })
@@ -176,7 +197,9 @@ export const buildHooks = (
     const ats = at.held === undefined ? undefined : heldAts(sinks, at.held, at.now)
     // Every row held: the tick has nothing of this hook to claim now (its markers find it at the probe).
     if (ats !== undefined && ats.every((t) => t > at.now)) (out.held ??= new Set()).add(w)
-    out.transitions.push(ingest({ seq, ord, envelope, sinkCount: sinks.length, at: at.now, ats, archive: req.archive }))
+    const lanes = lanesOf(w, ord, sinks, at.ordered)
+    if (lanes !== undefined) for (const lane of lanes) if (lane !== undefined) (out.lanes ??= []).push({ ord, lane })
+    out.transitions.push(ingest({ seq, ord, envelope, sinkCount: sinks.length, at: at.now, ats, lanes, archive: req.archive }))
     if (req.idempotencyKey !== null) out.extra.push(...Dedupe.record(w.tenant, req.idempotencyKey, { seq, id, expiresAt: at.now + at.dedupeWindowMs }))
     out.answers.push([w, { id, seq, duplicate: false }])
   }

@@ -25,7 +25,7 @@ import { nowNanos } from "../observability/trace-span.js"
 import { batchSpan, type TracingShape } from "../observability/tracing.js"
 import type { EndpointsShape } from "./endpoints.js"
 import type { WakeShape } from "./wake.js"
-import { endpointsFanOut, fanFrom } from "./writer-fanout.js"
+import { endpointLists, fanFrom, orderedFrom } from "./writer-fanout.js"
 import { type Admit, buildHooks, type Built, type Item, type Owner, ownersOf, splitRefused } from "./writer-batch.js"
 import type { IngestResult, SubmitError } from "./writer.js"
 
@@ -47,6 +47,8 @@ export interface CommitDeps {
   readonly storeTook: () => unknown
   /** Tracing on: each write is a span (src/observability/tracing.ts). */
   readonly tracing: TracingShape | undefined
+  /** The Queue's promotion of lanes that got waiting rows (docs/delivery.md "Ordered delivery"); absent without a Queue. */
+  readonly promote: ((lanes: ReadonlyArray<Keys.LaneRef>, now: number) => Effect.Effect<void, StoreError>) | undefined
 }
 
 const answerAs = (exit: Exit.Exit<IngestResult, SubmitError>) => () => exit
@@ -98,8 +100,15 @@ export const makeCommit = (d: CommitDeps) => {
     extra.push(put("default", Keys.Meta.nextSeq, Keys.encodeU64(built.nextSeq)))
     const started = performance.now()
     const written = store.write(Deliveries.batch(built.transitions, extra), { sync: true })
+    const done = () => finish(count, started, { now, nextSeq: built.nextSeq, nextOrd }, ords, learn, built.answers, built.held, thrown)
     return Effect.flatMap(d.tracing === undefined ? written : traced(d.tracing, built, written), () =>
-      finish(count, started, { now, nextSeq: built.nextSeq, nextOrd }, ords, learn, built.answers, built.held, thrown)
+      built.lanes === undefined || d.promote === undefined
+        ? done()
+        : // The hooks are durable: a failed promotion is retried with the next one, or at boot.
+          d.promote(built.lanes, now).pipe(
+            Effect.catch((e) => Effect.logWarning("writer: ordered lanes not promoted; retried later", e.message)),
+            Effect.andThen(Effect.suspend(done))
+          )
     )
   }
 
@@ -140,6 +149,7 @@ export const makeCommit = (d: CommitDeps) => {
     }
     const built = buildHooks(fresh, ords, {
       fanOut: lists === undefined ? undefined : fanFrom(lists),
+      ordered: lists === undefined ? undefined : orderedFrom(lists),
       held: d.wake.held(now),
       nextSeq: state.nextSeq,
       node: state.node,
@@ -202,8 +212,10 @@ export const makeCommit = (d: CommitDeps) => {
       }
 
       // TEN-2: a tenant at its queued-bytes quota is refused here, before anything of it is written.
+      const lists = yield* endpointLists(d.endpoints, fresh, ords)
       const built = buildHooks(fresh, ords, {
-        fanOut: yield* endpointsFanOut(d.endpoints, fresh, ords),
+        fanOut: lists === undefined ? undefined : fanFrom(lists),
+        ordered: lists === undefined ? undefined : orderedFrom(lists),
         held: d.wake.held(now),
         nextSeq: state.nextSeq,
         node: state.node,

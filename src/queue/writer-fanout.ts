@@ -5,12 +5,12 @@
  */
 import { Effect, type Option } from "effect"
 import type { Endpoint } from "../domain/endpoints.js"
-import { fanOut, wantsEndpoints } from "../domain/fanout.js"
+import { endpointIdOf, fanOut, wantsEndpoints } from "../domain/fanout.js"
 import type { EndpointsShape } from "./endpoints.js"
-import type { FanOut, Owner } from "./writer-batch.js"
+import type { FanOut, OrderedOf, Owner } from "./writer-batch.js"
 
-/** undefined when no hook of the batch asks for endpoints; without the service such a hook has only its sinks. */
-export const endpointsFanOut = (endpoints: Option.Option<EndpointsShape>, fresh: ReadonlyArray<Owner>, ords: ReadonlyMap<string, number>) =>
+/** The batch's tenants' endpoint lists; undefined when no hook of the batch asks for endpoints; without the service such a hook has only its sinks. */
+export const endpointLists = (endpoints: Option.Option<EndpointsShape>, fresh: ReadonlyArray<Owner>, ords: ReadonlyMap<string, number>) =>
   Effect.gen(function* () {
     let wanted: Map<number, ReadonlyArray<Endpoint>> | undefined
     for (const w of fresh) {
@@ -19,7 +19,7 @@ export const endpointsFanOut = (endpoints: Option.Option<EndpointsShape>, fresh:
     }
     if (wanted === undefined) return undefined
     if (endpoints._tag === "Some") for (const ord of wanted.keys()) wanted.set(ord, yield* endpoints.value.ofTenant(ord))
-    return fanFrom(wanted)
+    return wanted as ReadonlyMap<number, ReadonlyArray<Endpoint>>
   })
 
 /** The fan-out over the batch's tenants' endpoints, by ordinal (a tenant not there has none). */
@@ -27,3 +27,11 @@ export const fanFrom =
   (lists: ReadonlyMap<number, ReadonlyArray<Endpoint>>): FanOut =>
   (w, ord) =>
     wantsEndpoints(w.req.sinks) ? fanOut(w.req.sinks, lists.get(ord) ?? [], w.req.eventType) : w.req.sinks
+
+/** Whether a destination of a hook is an endpoint that orders by key (docs/delivery.md "Ordered delivery"); read only for hooks with a key. */
+export const orderedFrom =
+  (lists: ReadonlyMap<number, ReadonlyArray<Endpoint>>): OrderedOf =>
+  (_w, ord, destination) => {
+    const id = endpointIdOf(destination)
+    return id !== undefined && lists.get(ord)?.find((e) => e.id === id)?.ordered !== undefined
+  }

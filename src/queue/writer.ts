@@ -21,6 +21,7 @@ import { QueuedBytes } from "./queued-bytes.js"
 import { resolveOptions, type WriterOptions } from "./writer-options.js"
 import { Wake } from "./wake.js"
 import { Endpoints } from "./endpoints.js"
+import { Queue } from "./queue.js"
 import { type Admit, answerItem, invalidity, type Item, refusals, refusedTenants } from "./writer-batch.js"
 import { makeCommit } from "./writer-commit.js"
 import { allocateOrd } from "./writer-tenants.js"
@@ -39,6 +40,10 @@ export interface IngestRequest {
   readonly archive: boolean
   /** The event type the source's rule found; filters the tenant's endpoints. */
   readonly eventType?: string | undefined
+  /** The ordering key the source's rule found (docs/delivery.md "Ordered delivery"). */
+  readonly orderingKey?: string | undefined
+  /** The route sinks that order hooks by key (`sinks[].ordered`); endpoints say so themselves. */
+  readonly orderedSinks?: ReadonlySet<string> | undefined
   /** The ingest span's context (tracing on): kept in the envelope, linked from the commit's span. */
   readonly trace?: TraceContext | undefined
 }
@@ -160,7 +165,8 @@ export const make = (options: WriterOptions = {}) =>
 
     const storeTook = () => storeFailed && ((storeFailed = false), WriterMetrics.storeWritable.updateUnsafe(1, metricsContext))
     const tracing = yield* tracingOf
-    const commit = makeCommit({ store, wake, endpoints, quota, state, cache, options: o, context: metricsContext, answerAll, logThrown, storeTook, tracing })
+    const promote = Option.getOrUndefined(yield* Effect.serviceOption(Queue))?.promote
+    const commit = makeCommit({ store, wake, endpoints, quota, state, cache, options: o, context: metricsContext, answerAll, logThrown, storeTook, tracing, promote })
 
     // Every request of the batch gets an answer: a failed commit fails them all (completed ones stay completed).
     const run = (items: ReadonlyArray<Item>) =>

@@ -24,7 +24,13 @@ export interface RawStore {
  * knows the family writes both with `m:family:<name>` in one batch, and once that key exists it
  * never writes them again, so a sentinel lost later is still reported by a scan.
  */
-export const ADDED_FAMILIES: ReadonlyArray<Family> = [Families.tenant_limits, Families.endpoints, Families.erasures]
+export const ADDED_FAMILIES: ReadonlyArray<Family> = [
+  Families.tenant_limits,
+  Families.endpoints,
+  Families.erasures,
+  Families.waiting,
+  Families.heads
+]
 
 const ADDED_MARK = new Uint8Array([1])
 

@@ -144,6 +144,7 @@ export const checkLifecycle = (store: StoreShape): Effect.Effect<LifecycleReport
       yield* rowsOf(K.Families.due, (e) => K.decodeDueKey(e.key))
       yield* rowsOf(K.Families.inflight, (e) => K.decodeInflightKey(e.key))
       yield* rowsOf(K.Families.dead, (e) => ({ seq: K.decodeDeadKey(e.key).seq, ord: K.decodeDeadValue(e.value).ord }))
+      yield* rowsOf(K.Families.waiting, (e) => K.decodeWaitingKey(e.key))
     } else {
       yield* rowsOf(K.Families.deliveries, (e) => ({ seq: K.decodeDeliveryKey(e.key).seq, ord: undefined }))
     }

@@ -18,6 +18,7 @@ import { decodeInt64LE } from "../../domain/ops.js"
 import * as Erase from "../../domain/erase.js"
 import * as Tenants from "../../domain/tenants.js"
 import { familyRows } from "../../store/family.js"
+import { formatOrdering, orderingCheck, type OrderingReport } from "./check-ordering.js"
 import type { Entry, StoreError, StoreShape } from "../../store/store.js"
 
 /** Differences listed in a report; the rest are only counted. */
@@ -39,6 +40,8 @@ export type Problem =
   | "endpoint_without_tenant" // an ?e whose ?t is missing or a tombstone
   | "erase_without_tombstone" // a finished erase (?r) whose ordinal's ?t is not a tombstone, or whose ?n still names it
   | "ord_not_allocated" // an ordinal >= m:next_ord
+  | "head_without_row" // an ordered lane's ?H naming a row that is not due or inflight (held: not dead)
+  | "waiting_without_row" // a ?W row without its delivery row
   | "bad_row" // a key or value that does not decode
   | "corrupt" // a family scan failed its sentinel check
   | "format" // not a format 3 store
@@ -64,12 +67,18 @@ export interface CheckReport {
   readonly differences: ReadonlyArray<Difference>
   /** Every difference found, including those past `CHECK_MAX_DIFFERENCES`. */
   readonly differenceCount: number
+  /** Ordered lanes (docs/delivery.md "Ordered delivery"). */
+  readonly ordering?: OrderingReport
 }
+
+export type { OrderingReport } from "./check-ordering.js"
+
 
 const hex = (k: Uint8Array) => K.asBuffer(k).toString("hex")
 
 type Mutable = Record<Counters.FieldName, number>
 
+/** Over 80 lines because it is one pass over the families in the order their cross-checks need (heads before the rows they name). */
 export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreError> =>
   Effect.gen(function* () {
     const differences: Array<Difference> = []
@@ -133,6 +142,10 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
       else if (size < 0) report({ problem: "bad_row", family: "deliveries", ord, key: hex(key) })
     }
 
+    // Ordered lanes' heads first: each must be found below among the due and inflight rows (held: dead).
+    const lanes = orderingCheck({ store, walk, decodeAll, report, tally, seenOrds, sizes })
+    yield* lanes.heads
+
     // due: pending/scheduled and bytes by kind; its marker; its delivery row.
     let lastMarker = ""
     yield* walk(K.Families.due, (chunk) =>
@@ -141,6 +154,7 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
         for (const d of due) {
           tally(d.ref.ord, d.v.kind === 0 ? "pending" : "scheduled", 1)
           tally(d.ref.ord, "bytes", d.v.size)
+          lanes.sawRow(d.ref.seq, d.ref.sink, false)
         }
         // Due rows are in (ord, at) order: rows of one (ord, second) are adjacent, so one read per marker.
         const markers: Array<{ readonly id: string; readonly key: Uint8Array; readonly rowKey: Uint8Array; readonly ord: number }> = []
@@ -166,6 +180,7 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
         for (const r of rows) {
           tally(r.ref.ord, "inflight", 1)
           tally(r.ref.ord, "bytes", r.size)
+          lanes.sawRow(r.ref.seq, r.ref.sink, false)
         }
         const s = yield* sizes(rows.map((r) => r.ref))
         rows.forEach((r, i) => missingRow(K.Families.inflight, r.key, r.ref.ord, s[i]))
@@ -185,6 +200,7 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
         rows.forEach((r, i) => missingRow(K.Families.dead, r.key, r.v.ord ?? 0, s[i]))
         rows.forEach((r, i) => {
           if (r.v.ord === undefined) return
+          lanes.sawRow(r.ref.seq, r.ref.sink, true)
           tally(r.v.ord, "dead", 1)
           tally(r.v.ord, "bytes", Math.max(0, s[i] ?? 0))
         })
@@ -214,6 +230,9 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
         })
       })
     )
+
+    lanes.unfound()
+    yield* lanes.waiting
 
     // archive obligations.
     yield* walk(K.Families.archive, (chunk) =>
@@ -323,7 +342,8 @@ export const checkStore = (store: StoreShape): Effect.Effect<CheckReport, StoreE
       if (ord >= nextOrd) report({ problem: "ord_not_allocated", family: "meta", ord, expected: `< ${nextOrd}`, found: ord })
     }
 
-    return { ok: differenceCount === 0, format, rows, tenants: [...seenOrds].filter((o) => o !== Counters.AGGREGATE).length, differences, differenceCount }
+    const tenants = [...seenOrds].filter((o) => o !== Counters.AGGREGATE).length
+    return { ok: differenceCount === 0, format, rows, tenants, differences, differenceCount, ordering: lanes.report }
   })
 
 /** Every tenant's counters against the fold, then the aggregate against the fold's sum. */
@@ -346,6 +366,7 @@ export const formatReport = (r: CheckReport): string => {
   const head = r.ok
     ? `store check: ok (format ${r.format}, ${r.tenants} tenants)`
     : `store check: ${r.differenceCount} difference(s) (format ${r.format}, ${r.tenants} tenants)`
+  const ordering = formatOrdering(r.ordering)
   const lines = r.differences.map((d) =>
     [
       d.problem,
@@ -360,5 +381,5 @@ export const formatReport = (r: CheckReport): string => {
       .join(" ")
   )
   if (r.differenceCount > r.differences.length) lines.push(`… and ${r.differenceCount - r.differences.length} more`)
-  return [head, ...lines].join("\n")
+  return [head, ...ordering, ...lines].join("\n")
 }
