@@ -29,6 +29,7 @@ export const BENCHES: ReadonlyArray<{ readonly name: string; readonly script?: s
   { name: "noisy-neighbour" },
   { name: "endpoint-fanout" },
   { name: "breaker-bench" },
+  { name: "ordered-bench" },
   { name: "idle-after-drain" },
   { name: "migration-bench" },
   { name: "memory" },
