@@ -78,7 +78,8 @@ export const purgeTenant =
         for (;;) {
           if (chunks >= maxChunks) return { pending, dead, done: false }
           const n = yield* withTenant(ord, lanes.purgeWaiting(ord, chunk))
-          chunks++
+          // A pass that found no waiting row wrote nothing: it is not a chunk.
+          if (n > 0) chunks++
           pending += n
           if (n < chunk) break
         }
