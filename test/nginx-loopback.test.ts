@@ -1,4 +1,7 @@
-/** The fleet tests' guard on the templated nginx examples (test/fleet/proxy.ts `loopbackOnly`), as a pure function over a table. */
+/**
+ * The fleet tests' guard on the templated nginx examples (test/fleet/proxy.ts `loopbackOnly`), as a
+ * pure function over a table: the addresses in it are data, never connected to.
+ */
 import { describe, expect, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -15,8 +18,14 @@ const cases: ReadonlyArray<readonly [string, boolean]> = [
   ["server 128.0.0.1:8080;", false],
   ["server 0.0.0.0:8080;", false],
   ["listen [::]:80;", false],
+  // An access rule, not an address nginx connects to.
   ["        allow 10.0.0.0/8;", true],
-  ["server {", true]
+  ["server {", true],
+  ["upstream ankusa {\n    server 127.0.0.1:9001;\n}\nproxy_pass http://ankusa;", true],
+  ["proxy_pass http://127.0.0.1:9001/v1;", true],
+  ["proxy_pass http://10.0.3.7:8080;", false],
+  ["proxy_pass https://elsewhere.example;", false],
+  ["resolver 127.0.0.53;", false]
 ]
 
 describe("nginx examples on loopback", () => {

@@ -48,14 +48,21 @@ export const replaceOnce = (text: string, from: string, to: string, file = "depl
 }
 
 /**
- * The addresses nginx would listen on or connect to in `text` (`listen`, `server`), each of which
- * must be in 127.0.0.0/8: a templated example with an address left over throws before nginx runs.
+ * The addresses nginx would listen on or connect to in `text` (`listen`, `server`, and a
+ * `proxy_pass` that names no `upstream` of the text), each of which must be in 127.0.0.0/8; a
+ * `resolver` is refused outright. A templated example with an address left over throws before
+ * nginx runs.
  */
 export const loopbackOnly = (text: string): string => {
+  const loopback = (hostPort: string) => /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostPort.replace(/:\d+$/, ""))
   for (const m of text.matchAll(/^\s*(listen|server)\s+([^\s;{]+)/gm)) {
-    const host = m[2]!.replace(/:\d+$/, "")
-    if (!/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)) throw new Error(`nginx would use ${m[2]} (${m[1]}), not a loopback address`)
+    if (!loopback(m[2]!)) throw new Error(`nginx would use ${m[2]} (${m[1]}), not a loopback address`)
   }
+  const upstreams = new Set([...text.matchAll(/^\s*upstream\s+([^\s{]+)/gm)].map((m) => m[1]!))
+  for (const m of text.matchAll(/^\s*proxy_pass\s+\w+:\/\/([^\s;/]+)/gm)) {
+    if (!upstreams.has(m[1]!) && !loopback(m[1]!)) throw new Error(`nginx would proxy to ${m[1]}, neither an upstream of the file nor a loopback address`)
+  }
+  if (/^\s*resolver\s/m.test(text)) throw new Error("nginx would resolve names through a resolver")
   return text
 }
 
