@@ -9,9 +9,8 @@ import { encodeEnvelope, type Envelope } from "../src/domain/envelope.js"
 import type * as K from "../src/domain/keys.js"
 import type { Op } from "../src/domain/ops.js"
 import * as Ordering from "../src/domain/ordering.js"
-import * as Tenants from "../src/domain/tenants.js"
 import { DEFAULT_BREAKER } from "../src/delivery/breaker.js"
-import type { World } from "./pipeline-world.js"
+import { makeOrdinals, type World } from "./pipeline-world.js"
 
 export interface OrderedHook {
   readonly tenant: string
@@ -32,7 +31,7 @@ export const noBreaker = { ...DEFAULT_BREAKER, minCalls: 1_000_000 }
 
 /** Seqs and ordinals as the Writer assigns them; `ordered`: the destinations that order. */
 export const makeOrderedIngest = (w: World, ordered: ReadonlySet<string>) => {
-  const ords = new Map<string, number>()
+  const ordinalOf = makeOrdinals()
   let nextSeq = 1
   return (hooks: ReadonlyArray<OrderedHook>) =>
     Effect.gen(function* () {
@@ -42,12 +41,7 @@ export const makeOrderedIngest = (w: World, ordered: ReadonlySet<string>) => {
       const lanes: Array<K.LaneRef> = []
       const now = Date.now()
       for (const h of hooks) {
-        let ord = ords.get(h.tenant)
-        if (ord === undefined) {
-          ord = ords.size + 1
-          ords.set(h.tenant, ord)
-          alloc.push(...Tenants.allocate(h.tenant, ord), Tenants.nextOrdOp(ord + 1))
-        }
+        const ord = ordinalOf(h.tenant, alloc)
         const seq = nextSeq++
         const envelope: Envelope = {
           id: `msg_${seq}`,

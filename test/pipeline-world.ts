@@ -85,21 +85,30 @@ export interface Ingested extends HookSpec {
   readonly size: number
 }
 
+/** Ordinals by tenant, 1 up, in first-seen order: a new tenant's allocation ops go into `alloc`. */
+export const makeOrdinals = () => {
+  const ords = new Map<string, number>()
+  return (tenant: string, alloc: Array<Op>): number => {
+    let ord = ords.get(tenant)
+    if (ord === undefined) {
+      ord = ords.size + 1
+      ords.set(tenant, ord)
+      alloc.push(...Tenants.allocate(tenant, ord), Tenants.nextOrdOp(ord + 1))
+    }
+    return ord
+  }
+}
+
 /** Assigns seqs and tenant ordinals like the Writer does, and commits hooks in `Deliveries.ingest` batches. */
 export const makeIngest = (store: StoreShape) => {
-  const ords = new Map<string, number>()
+  const ordinalOf = makeOrdinals()
   let nextSeq = 1
   return (hooks: ReadonlyArray<HookSpec>) =>
     Effect.gen(function* () {
       const alloc: Array<Op> = []
       const out: Array<Ingested> = []
       for (const h of hooks) {
-        let ord = ords.get(h.tenant)
-        if (ord === undefined) {
-          ord = ords.size + 1
-          ords.set(h.tenant, ord)
-          alloc.push(...Tenants.allocate(h.tenant, ord), Tenants.nextOrdOp(ord + 1))
-        }
+        const ord = ordinalOf(h.tenant, alloc)
         const seq = nextSeq++
         const envelope: Envelope = {
           id: `msg_${seq}`,
