@@ -69,13 +69,12 @@ export const makeLanes = (store: StoreShape) => {
           const t = yield* next(refs[i]!, now)
           if (t.ops.length > 1) ts.push(t)
         }
-        if (ts.length > 0) {
-          yield* store.write(Deliveries.batch(ts), { sync: false }).pipe(
-            Effect.tapError(() => Effect.sync(() => refs.forEach((r) => retry.set(laneId(r), r))))
-          )
-        }
+        if (ts.length > 0) yield* store.write(Deliveries.batch(ts), { sync: false })
         retry.clear()
-      })
+      }).pipe(
+        // A read or the write failed: every lane asked for is asked again with the next promotion (or at boot).
+        Effect.tapError(() => Effect.sync(() => lanes.forEach((l) => retry.set(laneId(l), l))))
+      )
     )
 
   /**
