@@ -79,7 +79,9 @@ describe("breaker", () => {
     await sleep(1_500)
     expect(down.got.length).toBe(seen)
     // Without the breaker, 10 rows retried every 100 ms would have made dozens of calls by now.
-    expect(seen).toBeLessThanOrEqual(4 + 2)
+    // minCalls failed calls trip it; the tripping call has ended, so at most concurrency − 1 others
+    // were on the wire. A row admitted before the trip and read after waits behind the breaker.
+    expect(seen).toBeLessThanOrEqual(4 + 2 - 1)
     expect(await metric(node.url, "ankusa_breaker_trips_total")).toBe(1)
     expect(node.child.stdout()).toContain("breaker opened")
   })

@@ -227,6 +227,13 @@ export const makeSinkCalls = (
         return guarded(c, settleUnroutable(c, env, name, r?._tag === "gone" ? r.reason : undefined))
       }
       const probe = r.sink.breaker.state === "half" && admission.probeOf(r.sink, c.ref.ord)
+      if (r.sink.breaker.state !== "closed" && !probe) {
+        // Admitted before its breaker tripped and read after: it waits behind the breaker as the
+        // rows waiting at the trip do (`tripped`), its place given back and no attempt used.
+        hold(r.sink.places, c.ref.ord, -1)
+        park(r.sink.places, c.ref.ord, c.entry.ref.at)
+        return guarded(c, giveBack(c))
+      }
       r.sink.waiting.push(c.ref.ord, { claimed: c, env, name, probe })
       pump(r.sink)
       return undefined
