@@ -289,6 +289,19 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
 
   return {
     join,
+    /**
+     * A marker of a second now past that a visit in that second left (TEN-1 §5 never deletes the
+     * current second's): a cleanup candidate of the tenant's next visit, which it is given now.
+     */
+    lingering: (ord: number, bucket: number): void => {
+      const m = members.get(ord)
+      if (m === undefined) {
+        join(ord, [bucket])
+        return
+      }
+      m.buckets.add(bucket)
+      m.idle = false
+    },
     plan,
     settle,
     members: (): ReadonlyArray<number> => ring,

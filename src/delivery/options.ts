@@ -91,6 +91,12 @@ export const Ranges: Readonly<Record<keyof typeof Defaults, readonly [number, nu
 
 /** Markers of the active index one tick reads at most to find tenants with work (TEN-3 discovery, a rotating slice). */
 export const DISCOVERY_MARKERS = 64
+/**
+ * Tenants whose visit in the current second left that second's marker (TEN-1 §5 keeps it), handed
+ * back to the round once the second has passed so their next visit deletes it (tick.ts); past it,
+ * the discovery slice finds the marker as before.
+ */
+export const LINGERING_MAX = 65_536
 /** Plan-and-claim passes per tick at most: a pass whose tenants drained leaves its budget to the next. */
 export const CLAIM_PASSES = 3
 /** A wake never starts ticks closer together than this, so a busy Writer cannot spin the tick. */

@@ -18,8 +18,9 @@ import { parseTraceparent, storedSampled } from "../domain/trace-context.js"
 import { type Claimed, type SinkCalls } from "./calls.js"
 import type { Cursors } from "./cursors.js"
 import type { Fair, Got, TenantLimits } from "./fair.js"
+import { makeLingering } from "./lingering.js"
 import { makeMarkerFloor } from "./marker-floor.js"
-import { CLAIM_PASSES, CLAIM_REFUSE_MAX, DISCOVERY_MARKERS, type PipelineOptions, type PipelineState } from "./options.js"
+import { CLAIM_PASSES, CLAIM_REFUSE_MAX, DISCOVERY_MARKERS, LINGERING_MAX, type PipelineOptions, type PipelineState } from "./options.js"
 import { type DueEntry, type QueueShape } from "../queue/queue.js"
 import type { WakeShape } from "../queue/wake.js"
 import type { StoreError } from "../store/store.js"
@@ -84,6 +85,8 @@ export const makeTick = (
   let sliceFrom: Uint8Array | undefined
   // Where a slice pass over the active index starts: past the seconds whose markers are all deleted.
   const floor = makeMarkerFloor()
+  // The tenants whose visits left this second's marker: they come back once it has passed (lingering.ts).
+  const lingering = makeLingering(LINGERING_MAX)
 
   /** New members: the Writer's hints, the tenants parked on sinks with room again, then one bounded slice of the markers due by now (DISCOVERY_MARKERS). */
   const discover = (now: number) =>
@@ -94,6 +97,7 @@ export const makeTick = (
         cursors.lower(h.ord, h.at)
         floor.lower(h.at)
       }
+      for (const [ord, bucket] of lingering.due(bucketOf(now))) fair.lingering(ord, bucket)
       // Their refused rows are below their cursors: the read resumes at the first of them.
       for (const p of calls.unparked()) {
         fair.join(p.ord)
@@ -253,9 +257,11 @@ export const makeTick = (
     const verified = tenants.map((v) => cursors.verify(v.ord, now))
     const refused = calls.refusedTenants()
     // A refused row is still due and lies below `next`: it is the tenant's first due row the claim saw.
+    const candidates = tenants.map(markersOf)
+    lingering.left(bucketOf(now), tenants.map((v, i) => ({ ord: v.ord, markers: candidates[i]! })))
     const cleaned = yield* queue.cleanupMarkersOf(
       tenants.map((v, i) => {
-        if (verified[i]) return { ord: v.ord, markers: markersOf(v) }
+        if (verified[i]) return { ord: v.ord, markers: candidates[i]! }
         // A tenant with rows refused in earlier visits (parked on a destination) may hold due rows below
         // this visit's read, so step 1 reads its first due row, from the lowest of those refused rows or the
         // cursor the visit started at: below both lie only the rows a late commit put there, and step 3
@@ -263,8 +269,8 @@ export const makeTick = (
         // over the tombstone of every row the tenant had claimed since the last compaction.
         const parkedAt = refused.get(v.ord)
         return parkedAt === undefined
-          ? { ord: v.ord, markers: markersOf(v), known: { first: v.firstRefused ?? v.next } }
-          : { ord: v.ord, markers: markersOf(v), from: Math.min(parkedAt, cursors.floorOf(v.ord)) }
+          ? { ord: v.ord, markers: candidates[i]!, known: { first: v.firstRefused ?? v.next } }
+          : { ord: v.ord, markers: candidates[i]!, from: Math.min(parkedAt, cursors.floorOf(v.ord)) }
       }),
       now
     )
