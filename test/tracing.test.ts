@@ -9,7 +9,7 @@ import * as Signature from "../src/domain/signature.js"
 import { Effect } from "effect"
 import { load } from "../src/config/config.js"
 import { defaults, redact } from "../src/domain/config.js"
-import { formatTraceparent, parseTraceparent, sampledByRatio } from "../src/domain/trace-context.js"
+import { formatTraceparent, hookTraceId, parseTraceparent, sampledByRatio } from "../src/domain/trace-context.js"
 import { attr, closedPort, type OtlpReceiver, type OtlpSpan, startOtlpReceiver } from "./support/otlp-receiver.js"
 import { type Got, type RecordingSink, startRecordingSink } from "./support/record-sink.js"
 import { type ServeChild, startServeChild } from "./support/serve-child.js"
@@ -171,6 +171,23 @@ describe("tracing", () => {
     expect(bySpan.get(sent[0]!.spanId)!.status.code).toBe(2)
   })
 
+  it("an unsampled hook with no traceparent sends one trace, flag 00, on every retry, and nothing is exported", async () => {
+    const [r, s] = [await receiver(), await sink(503)]
+    const node = await serve({ endpoint: r.url, sink: s, otlp: { samplingRatio: 0 } })
+    const { status, answer } = await send(node, `{"order":7}`)
+    expect(status).toBe(202)
+    await until("two failed calls", () => s.got.length >= 2)
+    s.status = 204
+    await until("the delivery", () => s.got.length >= 3)
+    const sent = s.got.map(traceparentOf)
+    // The trace is the hook's own (hookTraceId of its id): nothing stored, the same on every attempt.
+    expect(sent.every((t) => t?.traceId === hookTraceId(answer.id) && !t.sampled)).toBe(true)
+    expect(new Set(sent.map((t) => t!.spanId)).size).toBe(s.got.length)
+    expect(s.got.every((g) => g.headers["tracestate"] === undefined)).toBe(true)
+    await node.stop()
+    expect(r.spans).toEqual([])
+  })
+
   it("a replayed hook's delivery joins its original trace", async () => {
     const [r, s] = [await receiver(), await sink(500)]
     const node = await serve({ endpoint: r.url, sink: s, retry: { delaysMs: [], jitter: 0 } })
@@ -305,6 +322,19 @@ describe("trace context", () => {
     expect(share).toBeGreaterThan(0.15)
     expect(share).toBeLessThan(0.35)
     expect(ids.map((id) => sampledByRatio(id, 0.25))).toEqual(ids.map((id) => sampledByRatio(id, 0.25)))
+  })
+
+  it("a hook's own trace id is fixed by its id, 32 random-looking hex digits, one per hook", () => {
+    const ids = Array.from({ length: 4_000 }, (_, i) => `h_9f3c2a1b0d4e5f60_${i.toString(16).padStart(16, "0")}`)
+    const traces = ids.map(hookTraceId)
+    expect(traces.map((t) => /^[0-9a-f]{32}$/.test(t)).every(Boolean)).toBe(true)
+    expect(new Set(traces).size).toBe(ids.length)
+    expect(ids.map(hookTraceId)).toEqual(traces)
+    expect(traces.every((t) => parseTraceparent(`00-${t}-00f067aa0ba902b7-00`)?.traceId === t)).toBe(true)
+    // Consecutive ids give digits a ratio sampler can use (its share near the ratio).
+    const share = traces.filter((t) => sampledByRatio(t, 0.25)).length / traces.length
+    expect(share).toBeGreaterThan(0.2)
+    expect(share).toBeLessThan(0.3)
   })
 
   it("telemetry is off by default, a bad value names its key, and the collector's header values are redacted", async () => {

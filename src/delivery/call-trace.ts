@@ -2,14 +2,16 @@
  * A delivery attempt's client span (docs/observability.md): a child of the hook's ingest span
  * (its envelope's `traceparent`), so every attempt, retry and replay joins the hook's trace, and
  * the `traceparent`/`tracestate` lines the call sends so that a receiver that traces joins it too.
+ * A hook whose envelope keeps no context (a new trace not sampled, or tracing off at ingest) sends
+ * `hookTraceId`'s trace, flag `00`, and records nothing.
  * Only built with tracing on (calls.ts checks first). The attributes name the call, never a
  * header value, the body or the URL's query or user info.
  */
 import { Effect } from "effect"
 import { tenantOf } from "../domain/envelope.js"
-import { formatTraceparent, parseTraceparent, type TraceContext } from "../domain/trace-context.js"
+import { formatTraceparent, hookTraceId, parseTraceparent, type TraceContext } from "../domain/trace-context.js"
 import { Spans } from "../observability/span-names.js"
-import { TraceSpan } from "../observability/trace-span.js"
+import { newSpanId, TraceSpan } from "../observability/trace-span.js"
 import type { TracingShape } from "../observability/tracing.js"
 import type { QueueShape } from "../queue/queue.js"
 import type { Job, Sink } from "./destination.js"
@@ -56,7 +58,10 @@ export const makeCallTrace = (tracing: TracingShape, queue: QueueShape, run: (e:
   return (sink: Sink, job: Job): TracedCall => {
     const env = job.env
     const tp = env.traceparent
-    const span = tracing.open(Spans.attempt, tp === undefined ? undefined : parseTraceparent(tp, env.tracestate))
+    const parent = tp === undefined ? undefined : parseTraceparent(tp, env.tracestate)
+    // No context kept: the hook's own trace id, unsampled (no span, nothing recorded).
+    if (parent === undefined) return { head: `traceparent: 00-${hookTraceId(env.id)}-${newSpanId()}-00\r\n` }
+    const span = tracing.open(Spans.attempt, parent)!
     // Unsampled: only the header that carries the context on (no span, nothing recorded).
     if (!(span instanceof TraceSpan)) return { head: headOf(span) }
     job.span = span

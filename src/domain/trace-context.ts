@@ -69,6 +69,40 @@ export const validTraceState = (value: string | undefined): string | undefined =
   return v.length > 0 && v.length <= TRACESTATE_MAX_CHARS && /^[\x20-\x7e]+$/.test(v) ? v : undefined
 }
 
+/** hookTraceId's digits are written here and encoded once (per-int `toString(16)` costs several times more). */
+const ID_BYTES = Buffer.allocUnsafe(16)
+
+/**
+ * The trace id of a hook that keeps no context (a new trace not sampled, or accepted with tracing
+ * off): 128 bits hashed from its hook id (cyrb128), so each attempt, retry and replay sends the
+ * same one with no stored bytes and no read. Random-looking digits, as W3C asks of a trace id;
+ * never all zero. The seeds and multipliers are int32 (`| 0`) so the loop stays in integers.
+ */
+export const hookTraceId = (hookId: string): string => {
+  let h1 = 1779033703 | 0, h2 = 3144134277 | 0, h3 = 1013904242 | 0, h4 = 2773480762 | 0
+  for (let i = 0; i < hookId.length; i++) {
+    const k = hookId.charCodeAt(i)
+    h1 = h2 ^ Math.imul(h1 ^ k, 597399067)
+    h2 = h3 ^ Math.imul(h2 ^ k, 2869860233 | 0)
+    h3 = h4 ^ Math.imul(h3 ^ k, 951274213)
+    h4 = h1 ^ Math.imul(h4 ^ k, 2716044179 | 0)
+  }
+  h1 = Math.imul(h3 ^ (h1 >>> 18), 597399067)
+  h2 = Math.imul(h4 ^ (h2 >>> 22), 2869860233 | 0)
+  h3 = Math.imul(h1 ^ (h3 >>> 17), 951274213)
+  h4 = Math.imul(h2 ^ (h4 >>> 19), 2716044179 | 0)
+  h1 ^= h2 ^ h3 ^ h4
+  h2 ^= h1
+  h3 ^= h1
+  h4 ^= h1
+  if ((h1 | h2 | h3 | h4) === 0) h4 = 1
+  ID_BYTES.writeInt32BE(h1, 0)
+  ID_BYTES.writeInt32BE(h2, 4)
+  ID_BYTES.writeInt32BE(h3, 8)
+  ID_BYTES.writeInt32BE(h4, 12)
+  return ID_BYTES.toString("hex")
+}
+
 /**
  * The ratio sampler's decision for a trace with no parent to follow: the trace id's last 8 hex
  * digits as a fraction of 2^32 against `ratio`, so every span of one trace decides alike.

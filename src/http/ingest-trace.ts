@@ -11,7 +11,10 @@ import type { TracingShape } from "../observability/tracing.js"
 
 const SPAN = Symbol("ankusa.ingest.span")
 
-/** A sampled request's span, or an unsampled one's context only (no span object: nothing to record). */
+/**
+ * A sampled request's span, or under an unsampled parent its context only (no span object: nothing
+ * to record). A new trace not sampled keeps nothing: the hook's attempts send `hookTraceId`'s.
+ */
 type Traced = ServerResponse & { [SPAN]?: TraceSpan | TraceContext | undefined }
 
 /** Start the request's span, continuing the sender's `traceparent` (and `tracestate`) when it sent a valid one. */
@@ -20,6 +23,7 @@ export const startIngest = (tracing: TracingShape, req: IncomingMessage, res: Se
   const tp = h.traceparent
   const parent = tp === undefined ? undefined : parseTraceparent(tp as string, h.tracestate as string | undefined)
   const span = tracing.open(Spans.ingest, parent)
+  if (span === undefined) return
   ;(res as Traced)[SPAN] = span
   if (!(span instanceof TraceSpan)) return
   span.attribute("http.request.method", "POST")

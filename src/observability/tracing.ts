@@ -4,7 +4,8 @@
  * calls) look it up once when they are built and start a span only through `start`, behind a
  * check of `undefined`: with tracing off they cost that one comparison. Effect code uses
  * `tracer` (an Effect `Tracer`) for spans its fibers carry. Sampling is parent-based: a span
- * with a parent follows the parent's sampled flag; a new trace is sampled at `samplingRatio`.
+ * with a parent follows the parent's sampled flag; a new trace is sampled at `samplingRatio`, and
+ * one that is not keeps no context (its hook's attempts send `hookTraceId`'s, flag `00`).
  */
 import { Context, Effect, Layer, Option, Tracer } from "effect"
 import { sampledByRatio, type TraceContext } from "../domain/trace-context.js"
@@ -17,10 +18,11 @@ export interface TracingShape {
   /** A span of `s`: a child of `parent` when one is given, else the root of a new trace. */
   readonly start: (s: SpanName, parent: TraceContext | undefined) => TraceSpan
   /**
-   * The hot paths' start: the span of `s` when its trace is sampled; unsampled, only the context
-   * such a span would have (a new span id, flag `00`), no span object, so nothing is recorded.
+   * The hot paths' start: the span of `s` when its trace is sampled. Unsampled under a parent, only
+   * the context such a span would have (a new span id, flag `00`): no span object, nothing recorded.
+   * A new trace not sampled: undefined, no ids at all (what it sends later is `hookTraceId`'s).
    */
-  readonly open: (s: SpanName, parent: TraceContext | undefined) => TraceSpan | TraceContext
+  readonly open: (s: SpanName, parent: TraceContext | undefined) => TraceSpan | TraceContext | undefined
   /** The same spans for `Effect.withSpan` and `Effect.withParentSpan` (provide it with `Effect.withTracer`). */
   readonly tracer: Tracer.Tracer
   /** Export what is queued now (tests, shutdown). */
@@ -69,14 +71,13 @@ export const make = (t: Telemetry, serviceVersion: string) =>
 
     const start = (s: SpanName, parent: TraceContext | undefined): TraceSpan => spanOf(s.name, s.kind, parent, parent?.traceState, nowNanos())
 
-    const open = (s: SpanName, parent: TraceContext | undefined): TraceSpan | TraceContext => {
+    const open = (s: SpanName, parent: TraceContext | undefined): TraceSpan | TraceContext | undefined => {
       if (parent !== undefined) {
         if (parent.sampled) return new TraceSpan(s.name, s.kind, parent.traceId, newSpanId(), parent.spanId, true, parent.traceState, nowNanos(), sink)
         return { traceId: parent.traceId, spanId: newSpanId(), sampled: false, traceState: parent.traceState }
       }
       const traceId = newTraceId()
-      if (sampledByRatio(traceId, ratio)) return new TraceSpan(s.name, s.kind, traceId, newSpanId(), undefined, true, undefined, nowNanos(), sink)
-      return { traceId, spanId: newSpanId(), sampled: false, traceState: undefined }
+      return sampledByRatio(traceId, ratio) ? new TraceSpan(s.name, s.kind, traceId, newSpanId(), undefined, true, undefined, nowNanos(), sink) : undefined
     }
 
     const tracer = Tracer.make({
