@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import { Context } from "effect"
+import { createServer, type Socket } from "node:net"
 import { makeExporter } from "../src/observability/otlp-export.js"
 import { newSpanId, newTraceId, nowNanos, TraceSpan } from "../src/observability/trace-span.js"
 import { type OtlpReceiver, startOtlpReceiver } from "./support/otlp-receiver.js"
@@ -48,5 +49,28 @@ describe("the OTLP span exporter", () => {
     await exporter.flush()
     expect(receiver.requests.length).toBe(2)
     expect(receiver.spans.length).toBe(130)
+  })
+
+  it("an export the collector never answers ends at exportTimeoutMs, and the next goes on a new connection", async () => {
+    // A collector that takes the connection and the request and never answers.
+    const held: Array<Socket> = []
+    const server = createServer((s) => (held.push(s), s.resume()))
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+    cleanups.push(() => (held.forEach((s) => s.destroy()), new Promise<void>((r) => server.close(() => r()))))
+    const port = (server.address() as { port: number }).port
+    const exporter = makeExporter(
+      { url: `http://127.0.0.1:${port}/v1/traces`, headers: {}, batchSize: 10, intervalMs: 60_000, maxQueueSpans: 100, timeoutMs: 200, serviceName: "ankusa", serviceVersion: "test" },
+      Context.empty()
+    )
+    cleanups.push(() => exporter.close())
+    const span = () => new TraceSpan("delivery", "client", newTraceId(), newSpanId(), undefined, true, undefined, nowNanos(), exporter.push).endNow()
+    span()
+    const started = performance.now()
+    await exporter.flush()
+    expect(performance.now() - started).toBeGreaterThanOrEqual(150)
+    expect(performance.now() - started).toBeLessThan(2_000)
+    span()
+    await exporter.flush()
+    expect(held.length).toBe(2)
   })
 })

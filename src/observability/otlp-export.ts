@@ -1,14 +1,16 @@
 /**
  * The span exporter: OTLP over HTTP with JSON bodies (`/v1/traces`), on plain timers and one
- * `node:http` request at a time. Effect's own (`effect/observability` OtlpExporter) keeps an
+ * request at a time. Effect's own (`effect/observability` OtlpExporter) keeps an
  * unbounded buffer and drops silently while disabled, so this one bounds its queue in spans
  * (`telemetry.otlp.maxQueueSpans`) and counts every span it does not deliver in
  * `ankusa_trace_spans_dropped_total{reason}`: a collector that is down or slow costs ingest
  * and delivery nothing but the spans (docs/observability.md).
+ * The requests go through the sinks' HTTP/1.1 client (src/delivery/http1.ts), not `node:http`:
+ * a `ClientRequest` in the process made the `OutgoingMessage` code that answers every ingest
+ * request serve two classes, and that cost each hook more than its export (docs/observability.md).
  */
 import { type Context, Metric } from "effect"
-import * as http from "node:http"
-import * as https from "node:https"
+import * as Http1 from "../delivery/http1.js"
 import type { TraceSpan } from "./trace-span.js"
 
 export const spansExported = Metric.counter("ankusa_trace_spans_exported_total", {
@@ -80,11 +82,31 @@ export const encodeBatch = (spans: ReadonlyArray<TraceSpan>, o: Pick<ExportOptio
   return `${out}]}]}]}`
 }
 
+/** An idle connection to the collector is closed after this long (a `Keep-Alive: timeout` hint, when sent, wins). */
+const IDLE_MS = 4_000
+
+/**
+ * The request head but its `content-length` line: the request line, `host`, the configured
+ * headers and `content-type`. Undefined when a header is one HTTP forbids (every export then fails).
+ */
+const headOf = (u: URL, headers: Readonly<Record<string, string>>): string | undefined => {
+  let head = `POST ${u.pathname}${u.search} HTTP/1.1\r\nhost: ${u.host}\r\n`
+  for (const [name, value] of Object.entries(headers)) {
+    const n = name.toLowerCase()
+    if (n === "host" || n === "content-type" || n === "content-length") continue
+    if (!Http1.validName(n) || !Http1.validValue(value)) return undefined
+    head += `${n}: ${value}\r\n`
+  }
+  return `${head}content-type: application/json\r\n`
+}
+
 /** The exporter; `context` is the metric registry's. Its timers never keep the process alive. */
 export const makeExporter = (o: ExportOptions, context: Context.Context<never>): Exporter => {
   const u = new URL(o.url)
-  const client = u.protocol === "https:" ? https : http
-  const agent = new client.Agent({ keepAlive: true, maxSockets: 1 })
+  const secure = u.protocol === "https:"
+  const hostname = u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname
+  const pool = Http1.pool({ secure, hostname, port: u.port === "" ? (secure ? 443 : 80) : Number(u.port), maxSockets: 1, idleMs: IDLE_MS })
+  const head = headOf(u, o.headers)
   const queueFull = Metric.withAttributes(spansDropped, { reason: "queue_full" })
   const failedExport = Metric.withAttributes(spansDropped, { reason: "export_failed" })
   let queue: Array<TraceSpan> = []
@@ -94,27 +116,20 @@ export const makeExporter = (o: ExportOptions, context: Context.Context<never>):
 
   const post = (batch: Array<TraceSpan>): Promise<void> =>
     new Promise((resolve) => {
-      const body = encodeBatch(batch, o)
-      let done = false
       const end = (ok: boolean) => {
-        if (done) return
-        done = true
         ;(ok ? spansExported : failedExport).updateUnsafe(batch.length, context)
         resolve()
       }
-      const req = client.request(u, {
-        method: "POST",
-        agent,
-        timeout: o.timeoutMs,
-        headers: { ...o.headers, "content-type": "application/json", "content-length": Buffer.byteLength(body) }
-      }, (res) => {
-        res.resume()
-        res.once("end", () => end(res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300))
-        res.once("error", () => end(false))
+      if (head === undefined) return end(false)
+      const body = Buffer.from(encodeBatch(batch, o), "utf8")
+      // `exportTimeoutMs`, connect to answer: past it the exchange is cut (its connection closed).
+      const timeout = setTimeout(() => (cut(), end(false)), o.timeoutMs)
+      // After `close` cuts what is in flight, this timer alone must not hold the process open.
+      timeout.unref()
+      const cut = pool.send(`${head}content-length: ${body.length}\r\n\r\n`, body, (e) => {
+        clearTimeout(timeout)
+        end(e._tag === "Answer" && e.status >= 200 && e.status < 300)
       })
-      req.once("timeout", () => req.destroy(new Error("timeout")))
-      req.once("error", () => end(false))
-      req.end(body)
     })
 
   /**
@@ -163,7 +178,7 @@ export const makeExporter = (o: ExportOptions, context: Context.Context<never>):
     close: () => {
       closed = true
       if (timer !== undefined) clearTimeout(timer)
-      agent.destroy()
+      pool.close()
     }
   }
 }
