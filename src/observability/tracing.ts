@@ -20,7 +20,7 @@ export interface TracingShape {
   /**
    * The hot paths' start: the span of `s` when its trace is sampled. Unsampled under a parent, only
    * the context such a span would have (a new span id, flag `00`): no span object, nothing recorded.
-   * A new trace not sampled: undefined, no ids at all (what it sends later is `hookTraceId`'s).
+   * A new trace not sampled: undefined, no context kept (what it sends later is `hookTraceId`'s).
    */
   readonly open: (s: SpanName, parent: TraceContext | undefined) => TraceSpan | TraceContext | undefined
   /** The same spans for `Effect.withSpan` and `Effect.withParentSpan` (provide it with `Effect.withTracer`). */
