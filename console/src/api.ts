@@ -81,6 +81,8 @@ export interface Counters {
   readonly dead: number
   readonly bytes: number
   readonly archive_pending: number
+  /** Rows of ordered lanes behind their key's head (docs/delivery.md "Ordered delivery"). */
+  readonly waiting: number
   /** Effective limits, and what the tenant overrides (`PUT /v1/tenants/:tenant/limits`). */
   readonly limits: TenantLimits
   readonly limits_override: Partial<TenantLimits>
@@ -207,6 +209,16 @@ export interface EraseJob {
   readonly finished_at: string | null
 }
 
+/** A key of an ordered destination held by its dead head (onDead hold, docs/delivery.md "Ordered delivery"). */
+export interface HeldLane {
+  readonly destination: string | null
+  readonly ordering_key: string | null
+  /** The dead head's hook; null when its hook is gone. */
+  readonly id: string | null
+  readonly seq: number
+  readonly sink_index: number
+}
+
 export interface ReplayFilter {
   readonly tenant?: string
   readonly source?: string
@@ -261,6 +273,8 @@ export const api = {
   sinks: () => call<{ readonly since: string; readonly items: ReadonlyArray<SinkStats> }>("GET", "/v1/stats/sinks"),
   tenants: () => call<{ readonly items: ReadonlyArray<{ readonly tenant: string; readonly pending: number }> }>("GET", "/v1/tenants"),
   tenant: (tenant: string) => call<Counters>("GET", `/v1/tenants/${seg(tenant)}`),
+  held: (tenant: string, limit: number) =>
+    call<{ readonly tenant: string; readonly items: ReadonlyArray<HeldLane> }>("GET", `/v1/tenants/${seg(tenant)}/ordering/held${query({ limit })}`),
   purge: (tenant: string, kinds: ReadonlyArray<"pending" | "dead">) =>
     call<{ readonly purged: { readonly pending: number; readonly dead: number }; readonly done: boolean }>(
       "DELETE",

@@ -2,7 +2,9 @@
  * The world of the console tests: a real gateway (`node bin/ankusa.js serve`, the build in
  * dist/, console included) on RocksDB in a temp dir, two real sinks on 127.0.0.1 (`orders`,
  * dead-lettered after one failed attempt, and `parked`, which always answers 503 and retries in
- * an hour; the source `ep` routes to tenant endpoints), and Debian's Chromium driven by playwright-core with a fresh profile.
+ * an hour; the source `ep` routes to tenant endpoints; `keyed`, an ordered sink that holds a key
+ * whose head is dead-lettered after one failed attempt, fed by the source `keyed` with the
+ * ordering key in `x-order`), and Debian's Chromium driven by playwright-core with a fresh profile.
  */
 import * as fs from "node:fs"
 import { createServer, type Server } from "node:http"
@@ -63,6 +65,7 @@ export interface World {
   readonly url: string
   readonly orders: Sink
   readonly parked: Sink
+  readonly keyed: Sink
   readonly context: BrowserContext
   /** Hooks accepted (202) by this gateway so far. */
   accepted: number
@@ -73,17 +76,20 @@ export const startWorld = async (): Promise<World> => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-console-"))
   const orders = await startSink("fail")
   const parked = await startSink("fail", 503)
+  const keyed = await startSink("fail")
   const gateway = await startServe({
     dataDir,
     config: {
       sources: [
         { id: "shop", tenant: { header: "x-tenant" }, routes: ["orders"] },
         { id: "slow", tenant: { header: "x-tenant" }, routes: ["parked"] },
-        { id: "ep", tenant: { header: "x-tenant" }, routes: ["tenant-endpoints"] }
+        { id: "ep", tenant: { header: "x-tenant" }, routes: ["tenant-endpoints"] },
+        { id: "keyed", tenant: { header: "x-tenant" }, routes: ["keyed"], orderingKey: { header: "x-order" } }
       ],
       sinks: [
         { name: "orders", url: orders.url, timeoutMs: 2_000, retry: { delaysMs: [], jitter: 0 } },
-        { name: "parked", url: parked.url, timeoutMs: 2_000, retry: { delaysMs: [3_600_000], jitter: 0 } }
+        { name: "parked", url: parked.url, timeoutMs: 2_000, retry: { delaysMs: [3_600_000], jitter: 0 } },
+        { name: "keyed", url: keyed.url, timeoutMs: 2_000, retry: { delaysMs: [], jitter: 0 }, ordered: { onDead: "hold" } }
       ],
       adminTokens: [
         { name: "ops", token: GLOBAL_TOKEN, tenants: "*" },
@@ -119,12 +125,13 @@ export const startWorld = async (): Promise<World> => {
     url: gateway.url,
     orders,
     parked,
+    keyed,
     context,
     accepted: 0,
     close: async () => {
       await context.close().catch(() => {})
       await gateway.stop()
-      await Promise.all([orders.close(), parked.close()])
+      await Promise.all([orders.close(), parked.close(), keyed.close()])
       fs.rmSync(dataDir, { recursive: true, force: true })
       fs.rmSync(profile, { recursive: true, force: true })
     }
@@ -132,11 +139,17 @@ export const startWorld = async (): Promise<World> => {
   return world
 }
 
-/** POST a hook; its id. */
-export const ingest = async (w: World, source: "shop" | "slow" | "ep", tenant: string, body: unknown = { n: Math.random() }): Promise<string> => {
+/** POST a hook (with `orderingKey` in `x-order`, which the source `keyed` reads); its id. */
+export const ingest = async (
+  w: World,
+  source: "shop" | "slow" | "ep" | "keyed",
+  tenant: string,
+  body: unknown = { n: Math.random() },
+  orderingKey?: string
+): Promise<string> => {
   const r = await fetch(`${w.url}/v1/hooks/${source}`, {
     method: "POST",
-    headers: { "content-type": "application/json", "x-tenant": tenant },
+    headers: { "content-type": "application/json", "x-tenant": tenant, ...(orderingKey === undefined ? {} : { "x-order": orderingKey }) },
     body: JSON.stringify(body)
   })
   if (r.status !== 202) throw new Error(`ingest answered ${r.status}: ${await r.text()}`)

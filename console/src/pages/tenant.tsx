@@ -1,12 +1,13 @@
 /**
- * One tenant: its six counters, its limits (dispatch and admission; an overridden one says so),
- * its newest dead rows, and purge, after a confirmation that names
+ * One tenant: its seven counters, its limits (dispatch and admission; an overridden one says so),
+ * its newest dead rows, its held keys (held-keys.tsx), and purge, after a confirmation that names
  * the tenant and how many rows of each kind will be deleted; then its erase (tenant-erase.tsx).
  */
 import { useState } from "preact/hooks"
 import { api, type Counters, type TenantLimits } from "../api.js"
 import { Confirm } from "../components/confirm.js"
 import { DeadTable } from "../components/dead-table.js"
+import { HeldKeys } from "../components/held-keys.js"
 import { Stats } from "../components/stats.js"
 import { Loading, Note, Problem } from "../components/status.js"
 import * as F from "../format.js"
@@ -22,7 +23,8 @@ const counterStats = (c: Counters) => [
   { key: "inflight", label: "Inflight", value: F.count(c.inflight) },
   { key: "dead", label: "Dead", value: F.count(c.dead) },
   { key: "bytes", label: "Bytes", value: F.bytes(c.bytes) },
-  { key: "archive_pending", label: "Archive pending", value: F.count(c.archive_pending) }
+  { key: "archive_pending", label: "Archive pending", value: F.count(c.archive_pending) },
+  { key: "waiting", label: "Waiting behind a key", value: F.count(c.waiting) }
 ]
 
 const unlimited = (n: number, shown: string) => (n === 0 ? "unlimited" : shown)
@@ -128,6 +130,7 @@ export const Tenant = ({ tenant }: { readonly tenant: string }) => {
               <a href={href(["dead"], { tenant })}>All dead letters of {tenant}: filter, page, replay</a>
             </p>
           </section>
+          <HeldKeys tenant={tenant} />
           <Purge counters={counters.data} onDone={reload} />
         </>
       )}
