@@ -91,26 +91,31 @@ const until = async (what: string, f: () => boolean, ms = 60_000) => {
   }
 }
 
+/** A temporary directory with the configuration of one tenant's source keyed by `x-order`, routed to ordered sink `o`. */
+const orderedNode = (name: string, sink: { readonly url: string; readonly timeoutMs: number; readonly retry: object }) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `ankusa-ordered-${name}-`))
+  left.dirs.push(dir)
+  const config = path.join(dir, "ankusa.json")
+  fs.writeFileSync(
+    config,
+    JSON.stringify({
+      sources: [{ id: "in", tenant: "acme", routes: ["o"], orderingKey: { header: "x-order" } }],
+      sinks: [{ name: "o", concurrency: 8, ordered: true, ...sink }],
+      http: { demoSink: false },
+      pipeline: { tickMs: 20 },
+      log: { level: "info" }
+    })
+  )
+  return { config, data: path.join(dir, "data") }
+}
+
 describe("ordered delivery: crash", () => {
   it("order holds across a kill -9 with the head in flight", { timeout: 240_000 }, async () => {
     // Before the kill: the first attempt of k/1 is held open. After: every call is answered.
     let crashed = false
     const sink = await startSink((k, n, attempt) => !crashed && k === "k" && n === 1 && attempt === 1)
     left.closers.push(sink)
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-ordered-crash-"))
-    left.dirs.push(dir)
-    const config = path.join(dir, "ankusa.json")
-    fs.writeFileSync(
-      config,
-      JSON.stringify({
-        sources: [{ id: "in", tenant: "acme", routes: ["o"], orderingKey: { header: "x-order" } }],
-        sinks: [{ name: "o", url: sink.url, timeoutMs: 120_000, concurrency: 8, ordered: true, retry: { delaysMs: [50, 50, 50], jitter: 0 } }],
-        http: { demoSink: false },
-        pipeline: { tickMs: 20 },
-        log: { level: "info" }
-      })
-    )
-    const data = path.join(dir, "data")
+    const { config, data } = orderedNode("crash", { url: sink.url, timeoutMs: 120_000, retry: { delaysMs: [50, 50, 50], jitter: 0 } })
     const serve = () => {
       const node = runAnkusa(["serve", "--config", config, "--data-dir", data, "--port", "0"])
       left.children.push(node)
@@ -151,20 +156,7 @@ describe("ordered delivery: crash", () => {
     // Each call answers within 0 to 10 ms; one in five answers 500 (retried after 20 ms).
     const sink = await startSink(() => false, () => (Math.random() < 0.2 ? 500 : 204), 10)
     left.closers.push(sink)
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ankusa-ordered-kills-"))
-    left.dirs.push(dir)
-    const config = path.join(dir, "ankusa.json")
-    fs.writeFileSync(
-      config,
-      JSON.stringify({
-        sources: [{ id: "in", tenant: "acme", routes: ["o"], orderingKey: { header: "x-order" } }],
-        sinks: [{ name: "o", url: sink.url, timeoutMs: 10_000, concurrency: 8, ordered: true, retry: { delaysMs: Array(20).fill(20), jitter: 0 } }],
-        http: { demoSink: false },
-        pipeline: { tickMs: 20 },
-        log: { level: "info" }
-      })
-    )
-    const data = path.join(dir, "data")
+    const { config, data } = orderedNode("kills", { url: sink.url, timeoutMs: 10_000, retry: { delaysMs: Array(20).fill(20), jitter: 0 } })
     const KEYS = ["a", "b", "c", "d"]
     const sent = new Map(KEYS.map((k) => [k, 0]))
     const checkStore = async () => {
