@@ -139,6 +139,30 @@ describe("ordered delivery", () => {
     })
   )
 
+  it.live("a skipped hook replayed while its successor is in flight goes next, before the key's waiting hooks", () =>
+    Effect.gen(function* () {
+      let failing = true
+      // Every call takes 400 ms: k/2's call is still open when k/1 is replayed.
+      const sink = yield* startOrderedSink((_k, n) => (n === 1 && failing ? 500 : 204), 400)
+      const w = yield* memoryWorld
+      const ingest = makeOrderedIngest(w, new Set(["s"]))
+      yield* startPipeline(w, pipelineOf([sinkOf("s", sink.url, { ...skip, retry: once })]))
+      const [first] = yield* ingest(keyed("t", "k", 3, ["s"]))
+      yield* until("k/1 dead", w.queue.aggregate.pipe(Effect.map((c) => c.dead === 1)))
+      failing = false
+      const replay = yield* Replay.make.pipe(Effect.provide(Layer.succeedContext(w.context)))
+      expect((yield* replay.replay({ ords: [first!.ord], seqs: new Set([first!.seq]) })).revived).toBe(1)
+      // k/1 waits below the head k/2 (still in flight), and the head says so.
+      const lane = Ordering.laneOf("s", "k")
+      const head = K.decodeHeadValue((yield* w.store.get("index", K.headKey(first!.ord, lane)))!)
+      expect({ seq: head.seq, below: head.below }).toEqual({ seq: first!.seq + 1, below: true })
+      yield* until("every hook delivered", Effect.sync(() => sink.delivered("k").length === 3))
+      expect(sink.delivered("k")).toEqual([2, 1, 3])
+      expect(sink.maxOpen.get("k")).toBe(1)
+      yield* until("queue empty", w.queue.aggregate.pipe(Effect.map((c) => c.waiting + c.pending + c.scheduled + c.inflight + c.dead === 0)))
+    })
+  )
+
   it.live("an unordered destination of the same hook is not held back by an ordered one", () =>
     Effect.gen(function* () {
       const ordered = yield* startOrderedSink((_k, n) => (n === 1 ? 500 : 204), 2)

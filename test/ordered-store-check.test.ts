@@ -1,13 +1,14 @@
 /**
  * The store check's part of ordered delivery (docs/storage.md "Ordered lanes"): it counts heads,
  * held heads and waiting rows, folds `waiting` into the counters, and finds a lane whose head names
- * a row that is gone and a counter that drifted from the fold.
+ * a row that is gone, a counter that drifted from the fold and a waiting row below an unmarked head.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Counters from "../src/domain/counters.js"
 import * as K from "../src/domain/keys.js"
 import { del } from "../src/domain/ops.js"
+import * as Ordering from "../src/domain/ordering.js"
 import { checkStore } from "../src/queue/format/check.js"
 import { memoryWorld } from "./pipeline-world.js"
 import { keyed, makeOrderedIngest } from "./ordered-world.js"
@@ -52,6 +53,20 @@ describe("ordered delivery: store check", () => {
       const awaiting = yield* checkStore(w.store)
       expect(awaiting.ordering?.lanesAwaitingHead).toBe(1)
       expect(awaiting.differences.filter((d) => d.problem === "head_without_row")).toHaveLength(1)
+
+      // A waiting row below its lane's head that the head does not mark (t2's key a: its head a/1 is seq 6):
+      // the settle, which reads on from the head's place, would never reach it.
+      const live = (yield* w.store.scan("index", K.familyDataRange(K.Families.heads), { limit: 10 })).map((e) => ({ ...K.decodeHeadKey(e.key), ...K.decodeHeadValue(e.value) }))
+      const bLane = live.find((h) => h.ord === 2)!
+      expect(bLane.seq).toBe(6)
+      yield* w.store.write([Ordering.waitPut({ ord: 2, lane: bLane.lane, seq: 1, sink: 0 }, 10), ...Counters.ops([Counters.delta(2, "waiting", 1)])], { sync: true })
+      const unmarked = yield* checkStore(w.store)
+      expect(unmarked.differences).toContainEqual(
+        expect.objectContaining({ problem: "waiting_below_head", ord: 2, key: Buffer.from(K.waitingKey(2, bLane.lane, 1, 0)).toString("hex") })
+      )
+      // Marked (as a replay marks it), it is consistent.
+      yield* w.store.write([Ordering.headPut({ ord: 2, lane: bLane.lane, seq: bLane.seq, sink: bLane.sink }, false, true)], { sync: true })
+      expect((yield* checkStore(w.store)).differences.filter((d) => d.problem === "waiting_below_head")).toEqual([])
     })
   )
 })

@@ -18,7 +18,10 @@ export const promote = (r: Ordering.LaneRow, size: number, at: number): Transiti
 export const laneFree = (ref: K.LaneRef): Transition => ({ ops: [Ordering.headDel(ref)], deltas: [] })
 
 /** onDead hold: the dead-lettered head stays the head, held, until it is replayed, purged or discarded. */
-export const laneHold = (r: Ordering.LaneRow): Transition => ({ ops: [Ordering.headPut(r, true)], deltas: [] })
+export const laneHold = (r: Ordering.LaneRow, below: boolean): Transition => ({ ops: [Ordering.headPut(r, true, below)], deltas: [] })
+
+/** A replay put a `?W` row below the head's place: the head says so (its successor is sought from the lane's start). */
+export const headBelow = (r: Ordering.LaneRow, held: boolean): Transition => ({ ops: [Ordering.headPut(r, held, true)], deltas: [] })
 
 /** Replay of a dead row into a lane whose head is another row: it waits in the lane, at its own seq. */
 export const reviveWaiting = (ref: K.DeadRef, r: Ordering.LaneRow, size: number): Transition => ({
@@ -30,10 +33,10 @@ export const reviveWaiting = (ref: K.DeadRef, r: Ordering.LaneRow, size: number)
   deltas: [delta(r.ord, "dead", -1), delta(r.ord, "waiting", 1)]
 })
 
-/** Replay of a dead row that is (or becomes) its lane's head: revived due, and `?H` names it live. */
-export const reviveHead = (ref: K.DeadRef, r: Ordering.LaneRow, size: number, at: number): Transition => {
+/** Replay of a dead row that is (or becomes) its lane's head: revived due, and `?H` names it live (`below` kept). */
+export const reviveHead = (ref: K.DeadRef, r: Ordering.LaneRow, size: number, at: number, below: boolean): Transition => {
   const t = revive(ref, r.ord, size, at)
-  return { ops: [...t.ops, Ordering.headPut(r, false)], deltas: t.deltas }
+  return { ops: [...t.ops, Ordering.headPut(r, false, below)], deltas: t.deltas }
 }
 
 /** Purge of a waiting row: `?W` and the delivery row go, `?c` for reclaim. */

@@ -39,8 +39,9 @@ export interface LaneRow {
 
 export const waitPut = (r: LaneRow, size: number): Op => put("index", K.waitingKey(r.ord, r.lane, r.seq, r.sink), K.sizeValue(size))
 export const waitDel = (r: LaneRow): Op => del("index", K.waitingKey(r.ord, r.lane, r.seq, r.sink))
-export const headPut = (r: LaneRow, held: boolean): Op =>
-  put("index", K.headKey(r.ord, r.lane), K.headValue({ seq: r.seq, sink: r.sink, held }))
+/** `below`: a `?W` row of the lane sorts before the head's (seq, sink) (a replay put it there). */
+export const headPut = (r: LaneRow, held: boolean, below = false): Op =>
+  put("index", K.headKey(r.ord, r.lane), K.headValue({ seq: r.seq, sink: r.sink, held, below }))
 export const headDel = (ref: K.LaneRef): Op => del("index", K.headKey(ref.ord, ref.lane))
 
 /** The `?H` key of a lane (the Queue reads heads by it). */
@@ -51,10 +52,21 @@ export interface KeyRange {
   readonly hi: Uint8Array
 }
 
-/** A lane's waiting rows, in accepted order: the first is its next head. */
-export const laneWaitingRange = (ref: K.LaneRef): KeyRange => K.range(K.waitingLanePrefix(ref.ord, ref.lane))
+/**
+ * A lane's waiting rows, in accepted order: the first is its next head. With `from` (a settled
+ * head's place, when no `?W` row sorts below it), those after it: the read starts past the
+ * tombstones of the rows the lane already promoted, not at the lane's first key.
+ */
+export const laneWaitingRange = (ref: K.LaneRef, from?: { readonly seq: number; readonly sink: number }): KeyRange => {
+  const r = K.range(K.waitingLanePrefix(ref.ord, ref.lane))
+  return from === undefined ? r : { lo: K.waitingKey(ref.ord, ref.lane, from.seq, from.sink), hi: r.hi }
+}
 export const tenantWaitingRange = (ord: number): KeyRange => K.range(K.waitingPrefix(ord))
 export const tenantHeadRange = (ord: number): KeyRange => K.range(K.headPrefix(ord))
+
+/** Whether the waiting row (seq, sink) sorts before the head's place in its lane's `?W` keys. */
+export const sortsBefore = (a: { readonly seq: number; readonly sink: number }, b: { readonly seq: number; readonly sink: number }): boolean =>
+  a.seq < b.seq || (a.seq === b.seq && a.sink < b.sink)
 
 /** Whether a head value names the row (seq, sink). */
 export const isHead = (h: K.HeadValue | undefined, seq: number, sink: number): h is K.HeadValue =>

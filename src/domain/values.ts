@@ -94,18 +94,23 @@ export const archiveValue = (size: number, ord: number): Uint8Array => {
 export const decodeArchiveValue = (v: Uint8Array): { readonly size: number; readonly ord: number } =>
   v.length === 8 ? { size: readU32(v, 0), ord: readU32(v, 4) } : corrupt("archive value", v)
 
-/** Head value <<seq::64, sink::16, held::8>>: the lane's one live row (due, inflight) or, held, its dead row (onDead hold). */
+/**
+ * Head value <<seq::64, sink::16, flags::8>>: the lane's one live row (due, inflight) or, held, its
+ * dead row (onDead hold). Flags: 1 held; 2 `below`, a replay put a `?W` row below the head's
+ * (seq, sink), so its successor is sought from the lane's first `?W` key, not from the head's.
+ */
 export interface HeadValue {
   readonly seq: number
   readonly sink: number
   readonly held: boolean
+  readonly below?: boolean | undefined
 }
 export const headValue = (h: HeadValue): Uint8Array => {
   const b = zeroed(11)
   writeU64(b, h.seq, 0)
   b.writeUInt16BE(h.sink, 8)
-  b[10] = h.held ? 1 : 0
+  b[10] = (h.held ? 1 : 0) | (h.below === true ? 2 : 0)
   return b
 }
 export const decodeHeadValue = (v: Uint8Array): HeadValue =>
-  v.length === 11 && (v[10] === 0 || v[10] === 1) ? { seq: readU64(v, 0), sink: readU16(v, 8), held: v[10] === 1 } : corrupt("head value", v)
+  v.length === 11 && v[10]! <= 3 ? { seq: readU64(v, 0), sink: readU16(v, 8), held: (v[10]! & 1) === 1, below: (v[10]! & 2) === 2 } : corrupt("head value", v)

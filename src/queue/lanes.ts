@@ -17,6 +17,11 @@ import type { StoreCorrupt, StoreError, StoreShape } from "../store/store.js"
 /** Rows per batch of the boot repair and of the purges' waiting phase. */
 export const LANES_CHUNK = 500
 
+/** Lanes whose next waiting rows are remembered (the successors' cache), at most; past it the oldest is forgotten. */
+export const LANE_CACHE_LANES = 16_384
+/** Waiting rows a lane's read takes beyond the one it promotes, remembered for the lane's next settles. */
+export const LANE_CACHE_AHEAD = 8
+
 /** What a settled row's lane is, as the pipeline knows it from the hook and its destination. */
 export interface LaneOf {
   readonly lane: number
@@ -38,21 +43,51 @@ export const makeLanes = (store: StoreShape) => {
   const locked = Semaphore.withPermit(section)
   /** Lanes a failed promotion left; tried again with the next promotion. */
   const retry = new Map<string, K.LaneRef>()
+  /**
+   * The successors' cache: per lane, the `?W` rows its last read found after the row it promoted,
+   * in order (a prefix of the lane's waiting rows then). The Writer only appends later rows, so the
+   * first is still the lane's next while its `?W` row exists (the settle reads it with the heads)
+   * and nothing was put below it: a replay forgets its lanes, a purge or a repair every lane.
+   * Bounded by LANE_CACHE_LANES × LANE_CACHE_AHEAD rows.
+   */
+  const ahead = new Map<string, Array<{ readonly row: K.WaitingRef; readonly size: number }>>()
 
+  const decodeHeads = (vs: ReadonlyArray<Uint8Array | undefined>) => vs.map((v) => (v === undefined ? undefined : K.decodeHeadValue(v)))
   const heads = (refs: ReadonlyArray<K.LaneRef>) =>
-    refs.length === 0
-      ? Effect.succeed([] as Array<K.HeadValue | undefined>)
-      : store.multiGet("index", refs.map(Ordering.headKey)).pipe(Effect.map((vs) => vs.map((v) => (v === undefined ? undefined : K.decodeHeadValue(v)))))
+    refs.length === 0 ? Effect.succeed([] as Array<K.HeadValue | undefined>) : store.multiGet("index", refs.map(Ordering.headKey)).pipe(Effect.map(decodeHeads))
 
-  /** The lane's next head: its first waiting row promoted due at `now`, or the lane freed. */
-  const next = (ref: K.LaneRef, now: number): Effect.Effect<Deliveries.Transition, StoreError> =>
-    store.scan("index", Ordering.laneWaitingRange(ref), { limit: 1 }).pipe(
-      Effect.map((page) => {
-        const first = page[0]
-        if (first === undefined) return LaneMoves.laneFree(ref)
-        return LaneMoves.promote(K.decodeWaitingKey(first.key), K.decodeSizeValue(first.value), now)
-      })
-    )
+  /** The lane's next head promoted due at `now` from a read's rows (the rest remembered), or the lane freed. */
+  const promoteFirst = (ref: K.LaneRef, page: ReadonlyArray<{ readonly key: Uint8Array; readonly value: Uint8Array }>, now: number): Deliveries.Transition => {
+    const id = laneId(ref)
+    ahead.delete(id)
+    const first = page[0]
+    if (first === undefined) return LaneMoves.laneFree(ref)
+    if (page.length > 1) {
+      if (ahead.size >= LANE_CACHE_LANES) ahead.delete(ahead.keys().next().value!)
+      ahead.set(id, page.slice(1).map((e) => ({ row: K.decodeWaitingKey(e.key), size: K.decodeSizeValue(e.value) })))
+    }
+    return LaneMoves.promote(K.decodeWaitingKey(first.key), K.decodeSizeValue(first.value), now)
+  }
+
+  /**
+   * The lane's next head: its first waiting row promoted due at `now`, or the lane freed. `from`:
+   * the settled head, read on from its place (no `?W` row sorts below it: its value's `below`).
+   */
+  const next = (ref: K.LaneRef, now: number, from?: K.HeadValue): Effect.Effect<Deliveries.Transition, StoreError> =>
+    store
+      .scan("index", Ordering.laneWaitingRange(ref, from === undefined || from.below === true ? undefined : from), { limit: 1 + LANE_CACHE_AHEAD })
+      .pipe(Effect.map((page) => promoteFirst(ref, page, now)))
+
+  /** The cached next row of a settled head's lane, when its `?W` row was read back (`present`) and nothing sorts below the head. */
+  const cachedNext = (ref: K.LaneRef, h: K.HeadValue, present: boolean, now: number): Deliveries.Transition | undefined => {
+    const id = laneId(ref)
+    const rows = ahead.get(id)
+    if (rows === undefined) return undefined
+    if (!present || h.below === true) return void ahead.delete(id)
+    const first = rows.shift()!
+    if (rows.length === 0) ahead.delete(id)
+    return LaneMoves.promote(first.row, first.size, now)
+  }
 
   /** Lanes with no head get their first waiting row as head (the Writer calls it after its commit). */
   const promote = (lanes: ReadonlyArray<K.LaneRef>, now: number): Effect.Effect<void, StoreError> =>
@@ -90,19 +125,27 @@ export const makeLanes = (store: StoreShape) => {
     locked(
       Effect.gen(function* () {
         const refs = items.map((i) => ({ ord: i.ref.ord, lane: i.lane.lane }))
-        const found = yield* heads(refs)
+        // The heads, and each lane's cached next row's `?W` key, in one read.
+        const candidates = refs.map((r) => ahead.get(laneId(r))?.[0]?.row)
+        const keys = refs.map(Ordering.headKey)
+        for (const c of candidates) if (c !== undefined) keys.push(K.waitingKey(c.ord, c.lane, c.seq, c.sink))
+        const read = yield* store.multiGet("index", keys)
+        const found = decodeHeads(read.slice(0, refs.length))
+        let at = refs.length
+        const present = candidates.map((c) => c !== undefined && read[at++] !== undefined)
         const dead = new Map<LaneSettle, K.DeadLane>()
         const after: Array<Deliveries.Transition> = []
         for (let i = 0; i < items.length; i++) {
           const it = items[i]!
-          if (!Ordering.isHead(found[i], it.ref.seq, it.ref.sink)) continue
+          const h = found[i]
+          if (!Ordering.isHead(h, it.ref.seq, it.ref.sink)) continue
           if (it.dead && it.lane.hold) {
             dead.set(it, "held")
-            after.push(LaneMoves.laneHold({ ...refs[i]!, seq: it.ref.seq, sink: it.ref.sink }))
+            after.push(LaneMoves.laneHold({ ...refs[i]!, seq: it.ref.seq, sink: it.ref.sink }, h.below === true))
             continue
           }
           if (it.dead) dead.set(it, "skipped")
-          after.push(yield* next(refs[i]!, now))
+          after.push(cachedNext(refs[i]!, h, present[i]!, now) ?? (yield* next(refs[i]!, now, h)))
         }
         yield* store.write(Deliveries.batch([...build(dead), ...after]), { sync: false })
       })
@@ -121,16 +164,31 @@ export const makeLanes = (store: StoreShape) => {
       Effect.gen(function* () {
         // In accepted order: of several rows of one free lane, the earliest becomes its head.
         const bySeq = [...rows].sort((a, b) => a.ref.seq - b.ref.seq || a.ref.sink - b.ref.sink)
+        // A revived row may sort before a lane's cached rows.
+        for (const r of bySeq) ahead.delete(laneId(r))
         const found = yield* heads(bySeq.map((r) => ({ ord: r.ord, lane: r.lane })))
-        const taken = new Set<string>()
-        const ts = bySeq.map((r, i) => {
+        // Each lane's head as this batch leaves it: a row revived below it marks it `below`.
+        const lanesNow = new Map<string, { row: Ordering.LaneRow; held: boolean; below: boolean }>()
+        const ts: Array<Deliveries.Transition> = []
+        bySeq.forEach((r, i) => {
           const row: Ordering.LaneRow = { ord: r.ord, lane: r.lane, seq: r.ref.seq, sink: r.ref.sink }
-          const h = found[i]
           const id = laneId(row)
-          const free = (h === undefined && !taken.has(id)) || Ordering.isHead(h, r.ref.seq, r.ref.sink)
-          if (!free) return LaneMoves.reviveWaiting(r.ref, row, r.size)
-          taken.add(id)
-          return LaneMoves.reviveHead(r.ref, row, r.size, now)
+          const h = found[i]
+          const cur = lanesNow.get(id) ?? (h === undefined ? undefined : { row: { ...row, seq: h.seq, sink: h.sink }, held: h.held, below: h.below === true })
+          if (cur === undefined || Ordering.isHead(h, r.ref.seq, r.ref.sink)) {
+            // The lane is free (the earliest revived row of it takes it), or this row is its held head.
+            // A free lane's head is marked `below`: a promotion that failed (retried later) may have left `?W` rows under it.
+            const below = cur?.below ?? true
+            lanesNow.set(id, { row, held: false, below })
+            ts.push(LaneMoves.reviveHead(r.ref, row, r.size, now, below))
+            return
+          }
+          ts.push(LaneMoves.reviveWaiting(r.ref, row, r.size))
+          if (!cur.below && Ordering.sortsBefore(row, cur.row)) {
+            cur.below = true
+            lanesNow.set(id, cur)
+            ts.push(LaneMoves.headBelow(cur.row, cur.held))
+          }
         })
         yield* store.write(Deliveries.batch([...plain, ...ts]), { sync: true })
       })

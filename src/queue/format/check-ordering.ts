@@ -75,7 +75,8 @@ export const orderingCheck = (d: Deps) => {
   const waiting = d.walk(K.Families.waiting, (chunk) =>
     Effect.gen(function* () {
       const rows = d.decodeAll(K.Families.waiting, chunk, (e) => ({ key: e.key, ref: K.decodeWaitingKey(e.key), size: K.decodeSizeValue(e.value) }))
-      const lanes: Array<K.LaneRef> = []
+      // Each lane's first `?W` row (in this walk: a lane's rows are contiguous).
+      const lanes: Array<K.WaitingRef> = []
       for (const r of rows) {
         report.waiting++
         d.tally(r.ref.ord, "waiting", 1)
@@ -90,7 +91,15 @@ export const orderingCheck = (d: Deps) => {
         if (s[i] === undefined) d.report({ problem: "waiting_without_row", family: "waiting", ord: r.ref.ord, key: hex(r.key) })
       })
       const hs = lanes.length === 0 ? [] : yield* d.store.multiGet("index", lanes.map(Ordering.headKey))
-      for (const h of hs) if (h === undefined) report.lanesAwaitingHead++
+      hs.forEach((v, i) => {
+        if (v === undefined) return void report.lanesAwaitingHead++
+        // The settle reads a lane's next row from its head's place unless the head says a row waits below it.
+        const h = K.decodeHeadValue(v)
+        const first = lanes[i]!
+        if (h.below !== true && Ordering.sortsBefore(first, h)) {
+          d.report({ problem: "waiting_below_head", family: "waiting", ord: first.ord, expected: "a head marked below", key: hex(K.waitingKey(first.ord, first.lane, first.seq, first.sink)) })
+        }
+      })
     })
   )
 

@@ -42,6 +42,7 @@ export type Problem =
   | "ord_not_allocated" // an ordinal >= m:next_ord
   | "head_without_row" // an ordered lane's ?H naming a row that is not due or inflight (held: not dead)
   | "waiting_without_row" // a ?W row without its delivery row
+  | "waiting_below_head" // a lane's first ?W row sorts before its ?H's row, and the head is not marked below
   | "bad_row" // a key or value that does not decode
   | "corrupt" // a family scan failed its sentinel check
   | "format" // not a format 3 store
