@@ -5,33 +5,45 @@
  * lane's first key would find.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import fc from "fast-check"
 import * as Deliveries from "../src/domain/deliveries.js"
 import * as K from "../src/domain/keys.js"
 import * as Ordering from "../src/domain/ordering.js"
 import { checkStore } from "../src/queue/format/check.js"
+import * as Queue from "../src/queue/queue.js"
 import type { DueEntry, Outcome } from "../src/queue/queue.js"
 import * as Replay from "../src/queue/replay.js"
-import { memoryWorld } from "./pipeline-world.js"
+import { makeMemoryStore } from "../src/store/memory.js"
+import { Store, StoreError } from "../src/store/store.js"
 import { makeOrderedIngest } from "./ordered-world.js"
 
 type Op =
   | { readonly t: "ingest"; readonly keys: ReadonlyArray<number> }
-  | { readonly t: "settle"; readonly pick: number; readonly dead: boolean }
+  /** `fail`: the settle's first write fails (the committer then writes the same outcome again). */
+  | { readonly t: "settle"; readonly pick: number; readonly dead: boolean; readonly fail: boolean }
   | { readonly t: "replay"; readonly pick: number }
 
 const KEYS = ["a", "b"]
 const op: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ t: fc.constant("ingest" as const), keys: fc.array(fc.integer({ min: 0, max: KEYS.length - 1 }), { minLength: 1, maxLength: 12 }) }),
-  fc.record({ t: fc.constant("settle" as const), pick: fc.nat(), dead: fc.boolean() }),
-  fc.record({ t: fc.constant("settle" as const), pick: fc.nat(), dead: fc.constant(false) }),
+  fc.record({ t: fc.constant("settle" as const), pick: fc.nat(), dead: fc.boolean(), fail: fc.boolean() }),
+  fc.record({ t: fc.constant("settle" as const), pick: fc.nat(), dead: fc.constant(false), fail: fc.constant(false) }),
   fc.record({ t: fc.constant("replay" as const), pick: fc.nat() })
 )
 
 const run = (ops: ReadonlyArray<Op>) =>
   Effect.gen(function* () {
-    const w = yield* memoryWorld
+    // The memory store, whose next write fails while `failing` is set.
+    const inner = yield* makeMemoryStore()
+    let failing = false
+    const store = {
+      ...inner,
+      write: (...args: Parameters<typeof inner.write>) =>
+        Effect.suspend(() => (failing ? ((failing = false), Effect.fail(new StoreError({ op: "write", message: "injected" }))) : inner.write(...args)))
+    }
+    const context = yield* Layer.build(Queue.layer.pipe(Layer.provideMerge(Layer.succeed(Store, store)))).pipe(Effect.orDie)
+    const w = { store, queue: Context.get(context, Queue.Queue), context }
     const ingest = makeOrderedIngest(w, new Set(["o"]))
     const replay = yield* Replay.make.pipe(Effect.provide(Layer.succeedContext(w.context)))
     const keyOf = new Map<number, string>()
@@ -64,7 +76,10 @@ const run = (ops: ReadonlyArray<Op>) =>
         const outcome: Outcome = o.dead
           ? { _tag: "DeadLetter", ref, row: { ...Deliveries.freshRow(e!.value.size), attempts: 1, lastStatus: 500, lastAt: now }, at: now, hook: { sourceId: "src", id: `msg_${ref.seq}` }, lane }
           : { _tag: "Delivered", ref, size: e!.value.size, lane }
-        yield* w.queue.settle([outcome])
+        failing = o.fail
+        const first = yield* Effect.exit(w.queue.settle([outcome]))
+        expect(first._tag, "the settle's first write").toBe(o.fail ? "Failure" : "Success")
+        if (o.fail) yield* w.queue.settle([outcome])
         if (o.dead) dead.push(ref.seq)
         // The lane's new head is its earliest waiting row, or the lane is free.
         expect((yield* head(k))?.seq, `head of ${k} after ${ref.seq} settled`).toBe(expected)
@@ -79,7 +94,7 @@ const run = (ops: ReadonlyArray<Op>) =>
   })
 
 describe("ordered lanes", () => {
-  it.effect("a settled head's successor is the lane's earliest waiting row, after any ingests, settles and replays", () =>
+  it.effect("a settled head's successor is the lane's earliest waiting row, after any ingests, settles (some written twice, the first write failing) and replays", () =>
     Effect.promise(() => fc.assert(fc.asyncProperty(fc.array(op, { minLength: 4, maxLength: 40 }), (ops) => Effect.runPromise(Effect.scoped(run(ops)))), { numRuns: 300 }))
   )
 })

@@ -47,10 +47,14 @@ export const makeLanes = (store: StoreShape) => {
    * The successors' cache: per lane, the `?W` rows its last read found after the row it promoted,
    * in order (a prefix of the lane's waiting rows then). The Writer only appends later rows, so the
    * first is still the lane's next while its `?W` row exists (the settle reads it with the heads)
-   * and nothing was put below it: a replay forgets its lanes, a purge or a repair every lane.
+   * and nothing was put below it: a replay forgets its lanes; a read of a lane's start replaces
+   * them, and a lane transition that fails forgets every lane.
    * Bounded by LANE_CACHE_LANES × LANE_CACHE_AHEAD rows.
    */
   const ahead = new Map<string, Array<{ readonly row: K.WaitingRef; readonly size: number }>>()
+
+  /** A failed read or write of a lane transition: what was remembered may be ahead of the store (a row taken from it and not promoted). */
+  const forgetOnError = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => Effect.tapError(effect, () => Effect.sync(() => ahead.clear()))
 
   const decodeHeads = (vs: ReadonlyArray<Uint8Array | undefined>) => vs.map((v) => (v === undefined ? undefined : K.decodeHeadValue(v)))
   const heads = (refs: ReadonlyArray<K.LaneRef>) =>
@@ -92,7 +96,7 @@ export const makeLanes = (store: StoreShape) => {
   /** Lanes with no head get their first waiting row as head (the Writer calls it after its commit). */
   const promote = (lanes: ReadonlyArray<K.LaneRef>, now: number): Effect.Effect<void, StoreError> =>
     locked(
-      Effect.gen(function* () {
+      forgetOnError(Effect.gen(function* () {
         const want = new Map<string, K.LaneRef>(retry)
         for (const l of lanes) want.set(laneId(l), l)
         if (want.size === 0) return
@@ -106,7 +110,7 @@ export const makeLanes = (store: StoreShape) => {
         }
         if (ts.length > 0) yield* store.write(Deliveries.batch(ts), { sync: false })
         retry.clear()
-      }).pipe(
+      })).pipe(
         // A read or the write failed: every lane asked for is asked again with the next promotion (or at boot).
         Effect.tapError(() => Effect.sync(() => lanes.forEach((l) => retry.set(laneId(l), l))))
       )
@@ -123,7 +127,7 @@ export const makeLanes = (store: StoreShape) => {
     now: number
   ): Effect.Effect<void, StoreError> =>
     locked(
-      Effect.gen(function* () {
+      forgetOnError(Effect.gen(function* () {
         const refs = items.map((i) => ({ ord: i.ref.ord, lane: i.lane.lane }))
         // The heads, and each lane's cached next row's `?W` key, in one read.
         const candidates = refs.map((r) => ahead.get(laneId(r))?.[0]?.row)
@@ -148,7 +152,7 @@ export const makeLanes = (store: StoreShape) => {
           after.push(cachedNext(refs[i]!, h, present[i]!, now) ?? (yield* next(refs[i]!, now, h)))
         }
         yield* store.write(Deliveries.batch([...build(dead), ...after]), { sync: false })
-      })
+      }))
     )
 
   /**
@@ -207,7 +211,7 @@ export const makeLanes = (store: StoreShape) => {
       Stream.grouped(LANES_CHUNK),
       Stream.runFoldEffect(() => 0, (n, chunk) =>
         locked(
-          Effect.gen(function* () {
+          forgetOnError(Effect.gen(function* () {
             // Re-read under the section: a head may have moved since the scan.
             const all = chunk.map((e) => K.decodeHeadKey(e.key))
             const values = yield* heads(all)
@@ -218,7 +222,7 @@ export const makeLanes = (store: StoreShape) => {
             for (let i = 0; i < refs.length; i++) if (live[i] === undefined) ts.push(yield* next(refs[i]!, now))
             if (ts.length > 0) yield* store.write(Deliveries.batch(ts), { sync: true })
             return n + ts.length
-          })
+          }))
         )
       )
     )
