@@ -103,13 +103,13 @@ export interface HeadValue {
   readonly seq: number
   readonly sink: number
   readonly held: boolean
-  readonly below?: boolean | undefined
+  readonly below: boolean
 }
 export const headValue = (h: HeadValue): Uint8Array => {
   const b = zeroed(11)
   writeU64(b, h.seq, 0)
   b.writeUInt16BE(h.sink, 8)
-  b[10] = (h.held ? 1 : 0) | (h.below === true ? 2 : 0)
+  b[10] = (h.held ? 1 : 0) | (h.below ? 2 : 0)
   return b
 }
 export const decodeHeadValue = (v: Uint8Array): HeadValue =>

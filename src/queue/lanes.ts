@@ -79,7 +79,7 @@ export const makeLanes = (store: StoreShape) => {
    */
   const next = (ref: K.LaneRef, now: number, from?: K.HeadValue): Effect.Effect<Deliveries.Transition, StoreError> =>
     store
-      .scan("index", Ordering.laneWaitingRange(ref, from === undefined || from.below === true ? undefined : from), { limit: 1 + LANE_CACHE_AHEAD })
+      .scan("index", Ordering.laneWaitingRange(ref, from === undefined || from.below ? undefined : from), { limit: 1 + LANE_CACHE_AHEAD })
       .pipe(Effect.map((page) => promoteFirst(ref, page, now)))
 
   /** The cached next row of a settled head's lane, when its `?W` row was read back (`present`) and nothing sorts below the head. */
@@ -87,7 +87,7 @@ export const makeLanes = (store: StoreShape) => {
     const id = laneId(ref)
     const rows = ahead.get(id)
     if (rows === undefined) return undefined
-    if (!present || h.below === true) return void ahead.delete(id)
+    if (!present || h.below) return void ahead.delete(id)
     const first = rows.shift()!
     if (rows.length === 0) ahead.delete(id)
     return LaneMoves.promote(first.row, first.size, now)
@@ -145,7 +145,7 @@ export const makeLanes = (store: StoreShape) => {
           if (!Ordering.isHead(h, it.ref.seq, it.ref.sink)) continue
           if (it.dead && it.lane.hold) {
             dead.set(it, "held")
-            after.push(LaneMoves.laneHold({ ...refs[i]!, seq: it.ref.seq, sink: it.ref.sink }, h.below === true))
+            after.push(LaneMoves.laneHold({ ...refs[i]!, seq: it.ref.seq, sink: it.ref.sink }, h.below))
             continue
           }
           if (it.dead) dead.set(it, "skipped")
@@ -178,7 +178,7 @@ export const makeLanes = (store: StoreShape) => {
           const row: Ordering.LaneRow = { ord: r.ord, lane: r.lane, seq: r.ref.seq, sink: r.ref.sink }
           const id = laneId(row)
           const h = found[i]
-          const cur = lanesNow.get(id) ?? (h === undefined ? undefined : { row: { ...row, seq: h.seq, sink: h.sink }, held: h.held, below: h.below === true })
+          const cur = lanesNow.get(id) ?? (h === undefined ? undefined : { row: { ...row, seq: h.seq, sink: h.sink }, held: h.held, below: h.below })
           if (cur === undefined || Ordering.isHead(h, r.ref.seq, r.ref.sink)) {
             // The lane is free (the earliest revived row of it takes it), or this row is its held head.
             // A free lane's head is marked `below`: a promotion that failed (retried later) may have left `?W` rows under it.

@@ -96,7 +96,7 @@ export const orderingCheck = (d: Deps) => {
         // The settle reads a lane's next row from its head's place unless the head says a row waits below it.
         const h = K.decodeHeadValue(v)
         const first = lanes[i]!
-        if (h.below !== true && Ordering.sortsBefore(first, h)) {
+        if (!h.below && Ordering.sortsBefore(first, h)) {
           d.report({ problem: "waiting_below_head", family: "waiting", ord: first.ord, expected: "a head marked below", key: hex(K.waitingKey(first.ord, first.lane, first.seq, first.sink)) })
         }
       })
