@@ -212,4 +212,27 @@ describe("ordered delivery", () => {
       expect(beside, `b alone ${alone} ms, beside a blocked key ${beside} ms`).toBeLessThanOrEqual(2 * alone + 250)
     }), 60_000
   )
+
+  it.live("a tenant's hand-offs do not crowd another tenant out of an ordered sink", () =>
+    Effect.gen(function* () {
+      // Tenant a's 40 keys of 25 hooks each keep the sink's six places (two calls, four waiting) busy,
+      // each settled head handing its place to the key's next hook. Tenant b's 12 hooks arrive meanwhile:
+      // once the round has found them, b must get its share of the sink (half, with two tenants wanting
+      // it): about one of a's calls for each of b's, not the many a would get with its places passed on regardless.
+      const sink = yield* startOrderedSink(() => 204, 5)
+      const w = yield* memoryWorld
+      const ingest = makeOrderedIngest(w, new Set(["o"]))
+      yield* ingest(Array.from({ length: 40 }, (_, i) => keyed("tenant-a", `a${i}`, 25, ["o"])).flat())
+      yield* startPipeline(w, pipelineOf([sinkOf("o", sink.url, { ...skip, concurrency: 2, maxWaiting: 4 })]))
+      const aDone = () => sink.calls.filter((c) => c.k.startsWith("a") && c.status === 204).length
+      yield* until("a's keys flow", Effect.sync(() => aDone() >= 100), 30_000)
+      yield* ingest(Array.from({ length: 12 }, (_, i) => ({ tenant: "tenant-b", k: `b${i}`, n: 1, sinks: ["o"] })))
+      yield* until("b delivered", Effect.sync(() => Array.from({ length: 12 }, (_, i) => sink.delivered(`b${i}`).length).every((n) => n === 1)), 30_000)
+      // From b's first call to its last, in the order the sink answered: a's calls in between.
+      const isB = sink.calls.map((c) => c.k.startsWith("b"))
+      const between = isB.slice(isB.indexOf(true), isB.lastIndexOf(true) + 1).filter((b) => !b).length
+      expect(between, `a's calls among b's 12: ${sink.calls.map((c) => (c.k.startsWith("b") ? "B" : "a")).join("")}`).toBeLessThanOrEqual(2 * 12)
+      expect(aDone(), "a's backlog is not drained yet").toBeLessThan(1_000)
+    }), 60_000
+  )
 })

@@ -12,7 +12,7 @@ import * as K from "../src/domain/keys.js"
 import * as Ordering from "../src/domain/ordering.js"
 import { checkStore } from "../src/queue/format/check.js"
 import * as Queue from "../src/queue/queue.js"
-import type { DueEntry, Outcome } from "../src/queue/queue.js"
+import type { DueEntry, Outcome, TakeHeads } from "../src/queue/queue.js"
 import * as Replay from "../src/queue/replay.js"
 import { makeMemoryStore } from "../src/store/memory.js"
 import { Store, StoreError } from "../src/store/store.js"
@@ -20,17 +20,23 @@ import { makeOrderedIngest } from "./ordered-world.js"
 
 type Op =
   | { readonly t: "ingest"; readonly keys: ReadonlyArray<number> }
-  /** `fail`: the settle's first write fails (the committer then writes the same outcome again). */
-  | { readonly t: "settle"; readonly pick: number; readonly dead: boolean; readonly fail: boolean }
+  /**
+   * `fail`: the settle's first write fails (the committer then writes the same outcome again);
+   * `take`: the pipeline's hand-off takes the new head (claimed in the settle's batch).
+   */
+  | { readonly t: "settle"; readonly pick: number; readonly dead: boolean; readonly fail: boolean; readonly take: boolean }
   | { readonly t: "replay"; readonly pick: number }
+  /** The tenant's pending rows purged (due and waiting; inflight heads stay, and settle later). */
+  | { readonly t: "purge" }
 
 const KEYS = ["a", "b"]
 const op: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ t: fc.constant("ingest" as const), keys: fc.array(fc.integer({ min: 0, max: KEYS.length - 1 }), { minLength: 1, maxLength: 12 }) }),
-  fc.record({ t: fc.constant("settle" as const), pick: fc.nat(), dead: fc.boolean(), fail: fc.boolean() }),
+  fc.record({ t: fc.constant("settle" as const), pick: fc.nat(), dead: fc.boolean(), fail: fc.boolean(), take: fc.boolean() }),
   // Plain deliveries once more, so that lanes move on more often than they fill with dead rows.
-  fc.record({ t: fc.constant("settle" as const), pick: fc.nat(), dead: fc.constant(false), fail: fc.constant(false) }),
-  fc.record({ t: fc.constant("replay" as const), pick: fc.nat() })
+  fc.record({ t: fc.constant("settle" as const), pick: fc.nat(), dead: fc.constant(false), fail: fc.constant(false), take: fc.boolean() }),
+  fc.record({ t: fc.constant("replay" as const), pick: fc.nat() }),
+  fc.record({ t: fc.constant("purge" as const) })
 )
 
 const run = (ops: ReadonlyArray<Op>) =>
@@ -77,13 +83,27 @@ const run = (ops: ReadonlyArray<Op>) =>
         const outcome: Outcome = o.dead
           ? { _tag: "DeadLetter", ref, row: { ...Deliveries.freshRow(e!.value.size), attempts: 1, lastStatus: 500, lastAt: now }, at: now, hook: { sourceId: "src", id: `msg_${ref.seq}` }, lane }
           : { _tag: "Delivered", ref, size: e!.value.size, lane }
+        // The hand-off takes every head offered; a head taken by the write that succeeded is inflight now.
+        let taken: Array<DueEntry> = []
+        const take: TakeHeads = (heads) =>
+          Effect.sync(() => {
+            taken = heads.map((h) => ({ ref: { ord: h.row.ord, at: now, seq: h.row.seq, sink: h.row.sink }, value: { size: h.size, kind: 0 as const } }))
+            return heads.map(() => true)
+          })
         failing = o.fail
-        const first = yield* Effect.exit(w.queue.settle([outcome]))
+        const first = yield* Effect.exit(w.queue.settle([outcome], o.take ? take : undefined))
         expect(first._tag, "the settle's first write").toBe(o.fail ? "Failure" : "Success")
-        if (o.fail) yield* w.queue.settle([outcome])
+        if (o.fail) {
+          taken = []
+          yield* w.queue.settle([outcome], o.take ? take : undefined)
+        }
+        inflight.push(...taken)
         if (o.dead) dead.push(ref.seq)
         // The lane's new head is its earliest waiting row, or the lane is free.
         expect((yield* head(k))?.seq, `head of ${k} after ${ref.seq} settled`).toBe(expected)
+      } else if (o.t === "purge") {
+        if (ord === 0) continue
+        expect((yield* w.queue.purgeTenant(ord, ["pending"])).done).toBe(true)
       } else {
         if (dead.length === 0) continue
         const [seq] = dead.splice(o.pick % dead.length, 1)
@@ -95,7 +115,7 @@ const run = (ops: ReadonlyArray<Op>) =>
   })
 
 describe("ordered lanes", () => {
-  it.effect("a settled head's successor is the lane's earliest waiting row, after any ingests, settles (some written twice, the first write failing) and replays", () =>
+  it.effect("a settled head's successor is the lane's earliest waiting row, after any ingests, settles (some written twice, the first write failing; some handing the next head off), replays and purges", () =>
     Effect.promise(() => fc.assert(fc.asyncProperty(fc.array(op, { minLength: 4, maxLength: 40 }), (ops) => Effect.runPromise(Effect.scoped(run(ops)))), { numRuns: 300 }))
   )
 })

@@ -9,21 +9,20 @@
  */
 import { Cause, Clock, Effect, FiberSet, Latch } from "effect"
 import type { Envelope } from "../domain/envelope.js"
-import type * as K from "../domain/keys.js"
 import * as Retry from "../domain/retry-schedule.js"
 import * as M from "../observability/delivery-metrics.js"
 import type { EndpointsShape } from "../queue/endpoints.js"
 import { AttemptLog } from "./attempt-log.js"
 import { makeCallHealth } from "./call-health.js"
 import { makeCallOutcomes } from "./call-outcomes.js"
-import { type DestinationDeps, type Job, makeDestinations, type Sink, type WithBreaker } from "./destinations.js"
+import { type DestinationDeps, type Job, makeDestinations, type Sink } from "./destinations.js"
 import type { Outcomes } from "./outcomes.js"
 import type { DispatchSinkOptions, PipelineOptions, PipelineState } from "./options.js"
-import { hold, makeAdmission, park, started } from "./sink-places.js"
+import type { Claimed, SinkCalls } from "./sink-calls.js"
+import { hold, type KeptPlace, makeAdmission, park, started } from "./sink-places.js"
 import type { BreakerSettings } from "./breaker.js"
 import type { Operations } from "./operations.js"
-import type { DueEntry, QueueShape } from "../queue/queue.js"
-import type { Holds } from "../queue/wake.js"
+import type { QueueShape } from "../queue/queue.js"
 import type { Fair } from "./fair.js"
 import { DEFAULT_429_PAUSE_MS } from "./sink-pace.js"
 import * as SinkClient from "./sink-client.js"
@@ -31,60 +30,7 @@ import { makeCallTrace } from "./call-trace.js"
 import { tracingOf } from "../observability/tracing.js"
 import type { StoreError } from "../store/store.js"
 
-export interface Claimed {
-  readonly entry: DueEntry
-  readonly ref: K.InflightRef
-}
-
-export interface SinkCalls {
-  /**
-   * Whether the claim may take a row of tenant `ord` for sink `name` (undefined: its hook or sink
-   * is gone; always admitted, it is settled at once): the sink has room and the tenant is under
-   * its share of it. An admitted row holds its place until its call ends, or `endClaim(false)`;
-   * a refused one parks its tenant on the sink until the sink has room again.
-   */
-  readonly admit: (ord: number, name: string | undefined, at: number) => boolean | number
-  /** Whether a sink other than those named has room (a tenant refused by those may still have rows for it). */
-  readonly roomBesides: (names: ReadonlySet<string>) => boolean
-  /** Places free over every sink (`capacity − held`): the most a claim could route. */
-  readonly room: () => number
-  /** `room() > 0`, stopping at the first sink with a free place (a visit asks it; `room` walks every sink). */
-  readonly anyRoom: () => boolean
-  /** Places a full sink still gives tenants holding none of its places (sink-places.ts `admitTo`). */
-  readonly spare: () => number
-  /** Whether every sink has `rows` free places and no tenant is parked: a claim of `rows` needs no admission. */
-  readonly roomForAll: (rows: number) => boolean
-  /** The tick's claim is done: the rows admitted since the last call are routed (`kept`) or were given back. */
-  readonly endClaim: (kept: boolean) => void
-  /** Tenants parked on sinks whose waiting rows are down to half their `maxWaiting`: each with the lowest `at` refused. Cleared by the call. */
-  readonly unparked: () => ReadonlyArray<{ readonly ord: number; readonly at: number }>
-  /**
-   * Hand a claimed row to its sink's queue, synchronously (its call is forked when a slot is
-   * free); a row that cannot be called comes back as the effect that settles it.
-   */
-  readonly route: (c: Claimed, env: Envelope | undefined) => Effect.Effect<void> | undefined
-  /** Rows handed over and not finished (queued or calling). */
-  readonly busy: () => number
-  /** Waits until no row is handed over and not finished. */
-  readonly idle: Effect.Effect<void>
-  /** Shutdown: no call starts after it, the calls running are cut, the queued rows dropped (all stay ?F). */
-  readonly cut: Effect.Effect<void>
-  /**
-   * A reload's sinks (docs/configuration.md "Reloading"): an added one gets its pool, a changed one a
-   * new pool that its waiting rows (and their places) move to (calls on the wire finish on the old
-   * pool, which then closes), a removed one's waiting rows are dead-lettered (`sink removed`), its
-   * parked tenants come back to the round, and its pool closes.
-   */
-  readonly reconfigure: (sinks: ReadonlyArray<DispatchSinkOptions>) => void
-  /** The breakers of the shared sinks, the endpoint pools open now and the endpoints remembered without one. */
-  readonly destinations: () => ReadonlyArray<WithBreaker>
-  /** Tenant endpoint pools open now (at most `endpoints.maxPools`). */
-  readonly endpointPools: () => number
-  /** The tenants with rows refused and left due below their cursors (parked, or waiting for an endpoint pool), each with the lowest `at` refused. */
-  readonly refusedTenants: () => ReadonlyMap<number, number>
-  /** The open breakers' holds on new rows, for the Writer (Wake `holdBy`; docs/delivery.md "Failing destinations"). */
-  readonly holds: Holds
-}
+export type { Claimed, SinkCalls } from "./sink-calls.js"
 
 /**
  * The destinations' transports close when the layer's scope does, after `cut`. Over 80 lines because
@@ -263,10 +209,10 @@ export const makeSinkCalls = (
     /** Calls in flight (their cut, for shutdown: a call cut so has no outcome). */
     const live = new Set<{ readonly stop: () => void; readonly sink: Sink }>()
 
-    /** A call ended: its slot and its place are free, and the next waiting row's call may start. */
-    const free = (sink: Sink, ord: number): void => {
+    /** A call ended: its slot and its place are free (unless `kept` for the hand-off), and the next waiting row's call may start. */
+    const free = (sink: Sink, ord: number, kept = false): void => {
       sink.running -= 1
-      hold(sink.places, ord, -1)
+      if (!kept) hold(sink.places, ord, -1)
       if (!sink.retired) pump(sink)
       else if (sink.running === 0) registry.close(sink)
     }
@@ -348,14 +294,20 @@ export const makeSinkCalls = (
             sink.pace.pause(a.endedAt, Math.min(asked, sink.options.retry.maxRetryAfterMs, sink.maxPauseMs))
           }
           if (a.status >= 200 && a.status < 300) {
+            // An ordered destination's row keeps its place for its lane's next head until its outcome is committed (handoff.ts).
+            let place: KeptPlace | undefined
             try {
-              outcomes.settle(delivered(job))
+              const settled = delivered(job)
+              if (settled.result.lane !== undefined && sink.options.ordered !== undefined && !sink.retired && !cut) {
+                place = { ord: job.claimed.ref.ord, sink, passed: false, released: false }
+              }
+              outcomes.settle(place === undefined ? settled : { ...settled, place })
               finish()
             } catch (e) {
               // A defect here must not leak the slot either (guarded logs it and counts the row down).
               runFiber(guarded(job.claimed, Effect.die(e)))
             }
-            free(sink, job.claimed.ref.ord)
+            free(sink, job.claimed.ref.ord, place !== undefined)
           } else runFiber(guarded(job.claimed, failed(sink, job, a)).pipe(Effect.ensuring(Effect.sync(() => free(sink, job.claimed.ref.ord)))))
         })
       }

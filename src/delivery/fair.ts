@@ -313,6 +313,24 @@ export const makeFair = (maxMembers: number, quantumRows = 1, floorOf: (ord: num
       m.buckets.clear()
       return out
     },
+    /**
+     * The hand-off (docs/delivery.md "The hand-off"): one row of `ord` taken outside the round, in place
+     * of one of its `freed` rows settling now, when no tenant waits for a place in the round and its
+     * limits allow one more (its `maxInflight` once those rows are gone, a token of its rate); counted when so.
+     */
+    handOff: (ord: number, freed: number, now: number, l: TenantLimits): boolean => {
+      if (waiting.length > 0 || freed <= 0) return false
+      const holds = inflight.get(ord) ?? 0
+      if (l.maxInflight > 0 && holds - freed >= l.maxInflight) return false
+      if (l.ratePerSec > 0) {
+        const tokens = tokensOf(ord, l.ratePerSec, now)
+        // Not counted as throttled: the row goes due, where the round's plan holds it back.
+        if (tokens < 1) return false
+        buckets.set(ord, { tokens: tokens - 1, at: now, rate: l.ratePerSec })
+      }
+      inflight.set(ord, holds + 1)
+      return true
+    },
     /** Claimed rows of `ord` settled (or given up on). */
     released: (ord: number, n: number) => {
       const v = (inflight.get(ord) ?? 0) - n

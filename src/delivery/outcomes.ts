@@ -13,6 +13,8 @@ import type { TraceContext } from "../domain/trace-context.js"
 import { COMMIT_LINGER_MS, COMMIT_RETRY_MS, type PipelineOptions, type PipelineState, WAKE_FREE_FRACTION } from "./options.js"
 import type { Outcome, QueueShape } from "../queue/queue.js"
 import type { Fair } from "./fair.js"
+import type { HandOff } from "./handoff.js"
+import { type KeptPlace, releaseKept } from "./sink-places.js"
 
 export interface Settled {
   /** What becomes of the row (the queue writes its transition). */
@@ -23,6 +25,8 @@ export interface Settled {
   readonly outcome: M.Outcome
   /** Tracing on: the context of the attempt's span, which the commit's span links to. */
   readonly trace?: TraceContext | undefined
+  /** A delivered ordered row's sink place, kept for its lane's next head until this commit ends (handoff.ts). */
+  readonly place?: KeptPlace | undefined
 }
 
 export interface Outcomes {
@@ -42,7 +46,8 @@ export const makeOutcomes = (
   queue: QueueShape,
   state: PipelineState,
   fair: Fair,
-  wake: Effect.Effect<void>
+  wake: Effect.Effect<void>,
+  handOff: { readonly current?: HandOff | undefined } = {}
 ) =>
   Effect.gen(function* () {
     // Where the counters write (the metric registry of this layer's context).
@@ -76,7 +81,16 @@ export const makeOutcomes = (
     const tracing = yield* tracingOf
     /** The commit's write as the batch's span (tracing on), linked to the attempts it settles. */
     const settle = (items: ReadonlyArray<Settled>) => {
-      const written = queue.settle(items.map((i) => i.result))
+      const places: Array<KeptPlace> = []
+      for (const i of items) if (i.place !== undefined) places.push(i.place)
+      const written = Effect.suspend(() => {
+        const results = items.map((i) => i.result)
+        // A head settling may hand its lane's next one straight to its sink (handoff.ts); each attempt asks anew.
+        const h = handOff.current
+        if (h === undefined || !results.some((r) => r.lane !== undefined && r._tag !== "Retry")) return queue.settle(results)
+        const attempt = h(results.map((r) => r.ref.ord), places)
+        return queue.settle(results, attempt.take).pipe(Effect.onExit((exit) => attempt.done(exit._tag === "Success")))
+      })
       if (tracing === undefined) return written
       const span = batchSpan(tracing, Spans.outcome, items.map((i) => i.trace))
       if (span === undefined) return written
@@ -92,6 +106,8 @@ export const makeOutcomes = (
           onSuccess: () => Effect.sync(() => count(items))
         }),
         Effect.ensuring(Effect.suspend(() => {
+          // The kept places no hand-off took go back to their sinks.
+          for (const i of items) if (i.place !== undefined) releaseKept(i.place)
           state.inflight -= items.length
           for (const i of items) state.inflightBytes -= i.bytes
           for (const i of items) fair.released(i.result.ref.ord, 1)
@@ -104,12 +120,14 @@ export const makeOutcomes = (
 
     // A batch once taken is committed; only the wait for the first outcome is interruptible. A batch
     // short of `commitBatch` waits COMMIT_LINGER_MS for the outcomes of calls ending meanwhile: one
-    // write (and one message to the commit thread) per few outcomes rather than per one or two.
+    // write (and one message to the commit thread) per few outcomes rather than per one or two; but
+    // not when every claimed row's outcome is in it already.
     const commitStep = Effect.uninterruptibleMask((restore) =>
       restore(Q.take(outcomes)).pipe(
         Effect.flatMap((first) =>
           Q.size(outcomes).pipe(
-            Effect.flatMap((n) => (n + 1 < o.commitBatch ? Effect.sleep(Duration.millis(COMMIT_LINGER_MS)) : Effect.void)),
+            // No linger when no other claimed row is left to settle (nothing could join the batch): a lone key's next hook waits for this commit.
+            Effect.flatMap((n) => (n + 1 < o.commitBatch && state.inflight > n + 1 ? Effect.sleep(Duration.millis(COMMIT_LINGER_MS)) : Effect.void)),
             Effect.andThen(takeQueued(outcomes, o.commitBatch - 1)),
             Effect.flatMap((rest) => commit([first, ...rest]))
           )

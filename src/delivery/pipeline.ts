@@ -24,6 +24,7 @@ import { type BreakerView, DEFAULT_BREAKER, viewOf } from "./breaker.js"
 import { Endpoints } from "../queue/endpoints.js"
 import { makeSinkCalls } from "./calls.js"
 import { type Input, MIN_TICK_GAP_MS, type PipelineState, resolve } from "./options.js"
+import { type HandOff, makeHandOff } from "./handoff.js"
 import { makeOutcomes } from "./outcomes.js"
 import * as M from "../observability/delivery-metrics.js"
 import { makeCursors } from "./cursors.js"
@@ -116,7 +117,9 @@ export const make = (input: Input) =>
     const service = yield* Effect.serviceOption(Limits)
     const limitsOf =
       input.limitsOf ?? (service._tag === "Some" ? service.value.of : (ords: ReadonlyArray<number>) => Effect.succeed(ords.map(() => DEFAULT_LIMITS)))
-    const outcomes = yield* makeOutcomes(o, queue, state, fair, wake)
+    // The hand-off of lanes' next heads (handoff.ts), set once the sinks' calls exist.
+    const handOff: { current?: HandOff } = {}
+    const outcomes = yield* makeOutcomes(o, queue, state, fair, wake, handOff)
     const live = yield* Effect.serviceOption(LiveConfig)
     // Tenant endpoints where the node has them (serve does); their SSRF guard and pool bound as the configuration in force says.
     const endpoints = yield* Effect.serviceOption(Endpoints)
@@ -129,6 +132,7 @@ export const make = (input: Input) =>
       wake,
       ...(yield* systemParts(live, endpoints))
     })
+    handOff.current = makeHandOff(o, queue, state, fair, calls, limitsOf)
     // The Writer writes an open destination's new rows due at its probe (docs/delivery.md "Failing destinations").
     // Until the pipeline stops: with no breaker to probe, rows the Writer commits after it are due at once.
     wakes.holdBy(calls.holds)

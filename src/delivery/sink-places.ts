@@ -30,6 +30,32 @@ export interface PlacedSink {
   readonly options: { readonly name: string }
 }
 
+/**
+ * A delivered row's place on an ordered destination, kept from its call's end until its outcome is
+ * committed, for its lane's next head (handoff.ts): `passed` to that row, else given back (`releaseKept`).
+ */
+export interface KeptPlace {
+  readonly ord: number
+  readonly sink: PlacedSink
+  passed: boolean
+  released: boolean
+}
+
+/**
+ * Whether a kept place may pass to its tenant's next row now: its sink still in force with its
+ * breaker closed, and no tenant parked on it. A parked tenant waits for a place: then the round
+ * decides who gets it, as the claim's admission does (a place passed on would keep it waiting).
+ */
+export const passable = (k: KeptPlace): boolean =>
+  !k.passed && !k.released && !k.sink.retired && k.sink.breaker.state === "closed" && k.sink.places.parked.size === 0
+
+/** A kept place not passed on goes back to its sink (once). */
+export const releaseKept = (k: KeptPlace): void => {
+  if (k.passed || k.released) return
+  k.released = true
+  hold(k.sink.places, k.ord, -1)
+}
+
 /** A row admitted by a claim: its place on `sink` (none once a reload removed it), and whether it is the probe. */
 interface Reservation<S> {
   readonly sink: S | undefined

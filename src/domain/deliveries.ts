@@ -149,8 +149,11 @@ export const expand = (r: { readonly ord: number; readonly seq: number; readonly
 })
 
 /** Due → inflight, carrying ord and size. The marker stays; the pipeline's cleanup removes stale ones. */
+/** A row's `?F` row: claimed, its size counted inflight. */
+export const inflightPut = (ord: number, seq: number, sink: number, size: number): Op => put("index", K.inflightKey(ord, seq, sink), K.sizeValue(size))
+
 export const claim = (ref: K.DueRef, v: K.DueValue): Transition => ({
-  ops: [del("index", K.dueKey(ref.ord, ref.at, ref.seq, ref.sink)), put("index", K.inflightKey(ref.ord, ref.seq, ref.sink), K.sizeValue(v.size))],
+  ops: [del("index", K.dueKey(ref.ord, ref.at, ref.seq, ref.sink)), inflightPut(ref.ord, ref.seq, ref.sink, v.size)],
   deltas: [delta(ref.ord, pendingField(v.kind), -1), delta(ref.ord, "inflight", 1)]
 })
 

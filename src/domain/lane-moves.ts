@@ -4,7 +4,7 @@
  * The `?W`/`?H` ops are ordering.ts's, the due ops deliveries.ts's. Pure.
  */
 import { delta } from "./counters.js"
-import { clearedPut, deadDels, dueOps, freshRow, revive, rowDel, rowPut, type Transition } from "./deliveries.js"
+import { clearedPut, deadDels, dueOps, freshRow, inflightPut, revive, rowDel, rowPut, type Transition } from "./deliveries.js"
 import * as K from "./keys.js"
 import * as Ordering from "./ordering.js"
 
@@ -12,6 +12,15 @@ import * as Ordering from "./ordering.js"
 export const promote = (r: Ordering.LaneRow, size: number, at: number): Transition => ({
   ops: [Ordering.waitDel(r), ...dueOps({ ord: r.ord, at, seq: r.seq, sink: r.sink, size, kind: 0 }), Ordering.headPut(r, false)],
   deltas: [delta(r.ord, "waiting", -1), delta(r.ord, "pending", 1)]
+})
+
+/**
+ * A lane's first waiting row becomes its head and is claimed in the same batch (the settle's hand-off
+ * to the pipeline, docs/delivery.md "The hand-off"): `?W` → `?F` with no due row in between.
+ */
+export const promoteClaimed = (r: Ordering.LaneRow, size: number): Transition => ({
+  ops: [Ordering.waitDel(r), inflightPut(r.ord, r.seq, r.sink, size), Ordering.headPut(r, false)],
+  deltas: [delta(r.ord, "waiting", -1), delta(r.ord, "inflight", 1)]
 })
 
 /** The lane's head settled and nothing waits: the lane is free. */

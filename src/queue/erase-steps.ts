@@ -132,6 +132,8 @@ const purge: Step = (c, job) =>
         job.ord,
         c.queue.lanes.locked(
           Effect.gen(function* () {
+            // The successors' cache may remember rows this deletes.
+            c.queue.lanes.forget()
             const waiting = yield* c.store.scan("index", Ordering.tenantWaitingRange(job.ord), { limit: c.chunk })
             const ts = waiting.map((e) => LaneMoves.purgeWaiting(K.decodeWaitingKey(e.key), K.decodeSizeValue(e.value)))
             const heads = ts.length === c.chunk ? [] : yield* c.store.scan("index", Ordering.tenantHeadRange(job.ord), { limit: c.chunk - ts.length })

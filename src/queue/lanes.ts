@@ -12,15 +12,13 @@ import * as LaneMoves from "../domain/lane-moves.js"
 import * as K from "../domain/keys.js"
 import * as Ordering from "../domain/ordering.js"
 import { familyRows } from "../store/family.js"
+import { laneId, makeLaneCache, type Next } from "./lane-cache.js"
 import type { StoreCorrupt, StoreError, StoreShape } from "../store/store.js"
+
+export type { Next } from "./lane-cache.js"
 
 /** Rows per batch of the boot repair and of the purges' waiting phase. */
 export const LANES_CHUNK = 500
-
-/** Lanes whose next waiting rows are remembered (the successors' cache), at most; past it the oldest is forgotten. */
-export const LANE_CACHE_LANES = 16_384
-/** Waiting rows a lane's read takes beyond the one it promotes, remembered for the lane's next settles. */
-export const LANE_CACHE_AHEAD = 8
 
 /** What a settled row's lane is, as the pipeline knows it from the hook and its destination. */
 export interface LaneOf {
@@ -36,62 +34,42 @@ export interface LaneSettle {
   readonly dead: boolean
 }
 
-const laneId = (r: K.LaneRef) => `${r.ord}:${r.lane}`
+/**
+ * The pipeline's hand-off (docs/delivery.md "The hand-off"): of a settle's new heads, those it takes
+ * now (each true), claimed in the settle's batch. It holds what it took until the write's outcome.
+ */
+export type TakeHeads = (heads: ReadonlyArray<Next>) => Effect.Effect<ReadonlyArray<boolean>, StoreError>
 
 export const makeLanes = (store: StoreShape) => {
   const section = Semaphore.makeUnsafe(1)
   const locked = Semaphore.withPermit(section)
   /** Lanes a failed promotion left; tried again with the next promotion. */
   const retry = new Map<string, K.LaneRef>()
-  /**
-   * The successors' cache: per lane, the `?W` rows its last read found after the row it promoted,
-   * in order (a prefix of the lane's waiting rows then). The Writer only appends later rows, so the
-   * first is still the lane's next while its `?W` row exists (the settle reads it with the heads)
-   * and nothing was put below it: a replay forgets its lanes; a read of a lane's start replaces
-   * them, and a lane transition that fails forgets every lane.
-   * Bounded by LANE_CACHE_LANES × LANE_CACHE_AHEAD rows.
-   */
-  const ahead = new Map<string, Array<{ readonly row: K.WaitingRef; readonly size: number }>>()
+  /** The successors' cache (lane-cache.ts). */
+  const ahead = makeLaneCache()
+  const forget = ahead.forget
 
   /** A failed read or write of a lane transition: what was remembered may be ahead of the store (a row taken from it and not promoted). */
-  const forgetOnError = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => Effect.tapError(effect, () => Effect.sync(() => ahead.clear()))
+  const forgetOnError = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => Effect.tapError(effect, () => Effect.sync(forget))
 
   const decodeHeads = (vs: ReadonlyArray<Uint8Array | undefined>) => vs.map((v) => (v === undefined ? undefined : K.decodeHeadValue(v)))
   const heads = (refs: ReadonlyArray<K.LaneRef>) =>
     refs.length === 0 ? Effect.succeed([] as Array<K.HeadValue | undefined>) : store.multiGet("index", refs.map(Ordering.headKey)).pipe(Effect.map(decodeHeads))
 
-  /** The lane's next head promoted due at `now` from a read's rows (the rest remembered), or the lane freed. */
-  const promoteFirst = (ref: K.LaneRef, page: ReadonlyArray<{ readonly key: Uint8Array; readonly value: Uint8Array }>, now: number): Deliveries.Transition => {
-    const id = laneId(ref)
-    ahead.delete(id)
-    const first = page[0]
-    if (first === undefined) return LaneMoves.laneFree(ref)
-    if (page.length > 1) {
-      if (ahead.size >= LANE_CACHE_LANES) ahead.delete(ahead.keys().next().value!)
-      ahead.set(id, page.slice(1).map((e) => ({ row: K.decodeWaitingKey(e.key), size: K.decodeSizeValue(e.value) })))
-    }
-    return LaneMoves.promote(K.decodeWaitingKey(first.key), K.decodeSizeValue(first.value), now)
-  }
-
   /**
-   * The lane's next head: its first waiting row promoted due at `now`, or the lane freed. `from`:
-   * the settled head, read on from its place (no `?W` row sorts below it: its value's `below`).
+   * The lane's next head: its first waiting row, or undefined (the lane is free). `from`: the
+   * settled head, read on from its place (no `?W` row sorts below it: its value's `below`).
    */
-  const next = (ref: K.LaneRef, now: number, from?: K.HeadValue): Effect.Effect<Deliveries.Transition, StoreError> =>
+  const nextOf = (ref: K.LaneRef, from?: K.HeadValue): Effect.Effect<Next | undefined, StoreError> =>
     store
-      .scan("index", Ordering.laneWaitingRange(ref, from === undefined || from.below ? undefined : from), { limit: 1 + LANE_CACHE_AHEAD })
-      .pipe(Effect.map((page) => promoteFirst(ref, page, now)))
+      .scan("index", Ordering.laneWaitingRange(ref, from === undefined || from.below ? undefined : from), { limit: ahead.limit })
+      .pipe(Effect.map((page) => ahead.read(ref, page)))
 
-  /** The cached next row of a settled head's lane, when its `?W` row was read back (`present`) and nothing sorts below the head. */
-  const cachedNext = (ref: K.LaneRef, h: K.HeadValue, present: boolean, now: number): Deliveries.Transition | undefined => {
-    const id = laneId(ref)
-    const rows = ahead.get(id)
-    if (rows === undefined) return undefined
-    if (!present || h.below) return void ahead.delete(id)
-    const first = rows.shift()!
-    if (rows.length === 0) ahead.delete(id)
-    return LaneMoves.promote(first.row, first.size, now)
-  }
+  /** A lane's next head promoted due at `now`, or the lane freed. */
+  const promoted = (ref: K.LaneRef, n: Next | undefined, now: number): Deliveries.Transition =>
+    n === undefined ? LaneMoves.laneFree(ref) : LaneMoves.promote(n.row, n.size, now)
+
+  const next = (ref: K.LaneRef, now: number): Effect.Effect<Deliveries.Transition, StoreError> => Effect.map(nextOf(ref), (n) => promoted(ref, n, now))
 
   /** Lanes with no head get their first waiting row as head (the Writer calls it after its commit). */
   const promote = (lanes: ReadonlyArray<K.LaneRef>, now: number): Effect.Effect<void, StoreError> =>
@@ -99,6 +77,8 @@ export const makeLanes = (store: StoreShape) => {
       forgetOnError(Effect.gen(function* () {
         const want = new Map<string, K.LaneRef>(retry)
         for (const l of lanes) want.set(laneId(l), l)
+        // These lanes got rows past what was read of them.
+        ahead.grew(want.keys())
         if (want.size === 0) return
         const refs = [...want.values()]
         const found = yield* heads(refs)
@@ -119,26 +99,23 @@ export const makeLanes = (store: StoreShape) => {
   /**
    * The settle of claimed rows with lanes, in one batch with `base` (the rows' own transitions,
    * built by `build` with whether each dead row's lane skips past it). A settled head frees its
-   * lane to the next waiting row; a dead head of a `hold` lane stays, held.
+   * lane to the next waiting row; a dead head of a `hold` lane stays, held. `take`: the pipeline's
+   * hand-off, asked of the new heads before the write; a head it takes is claimed in the batch
+   * (`?W` → `?F`), the others are promoted due.
    */
   const settle = (
     items: ReadonlyArray<LaneSettle>,
     build: (laneOf: ReadonlyMap<LaneSettle, K.DeadLane>) => ReadonlyArray<Deliveries.Transition>,
-    now: number
+    now: number,
+    take?: TakeHeads
   ): Effect.Effect<void, StoreError> =>
     locked(
       forgetOnError(Effect.gen(function* () {
         const refs = items.map((i) => ({ ord: i.ref.ord, lane: i.lane.lane }))
-        // The heads, and each lane's cached next row's `?W` key, in one read.
-        const candidates = refs.map((r) => ahead.get(laneId(r))?.[0]?.row)
-        const keys = refs.map(Ordering.headKey)
-        for (const c of candidates) if (c !== undefined) keys.push(K.waitingKey(c.ord, c.lane, c.seq, c.sink))
-        const read = yield* store.multiGet("index", keys)
-        const found = decodeHeads(read.slice(0, refs.length))
-        let at = refs.length
-        const present = candidates.map((c) => c !== undefined && read[at++] !== undefined)
+        const found = yield* heads(refs)
         const dead = new Map<LaneSettle, K.DeadLane>()
         const after: Array<Deliveries.Transition> = []
+        const nexts: Array<Next> = []
         for (let i = 0; i < items.length; i++) {
           const it = items[i]!
           const h = found[i]
@@ -149,8 +126,13 @@ export const makeLanes = (store: StoreShape) => {
             continue
           }
           if (it.dead) dead.set(it, "skipped")
-          after.push(cachedNext(refs[i]!, h, present[i]!, now) ?? (yield* next(refs[i]!, now, h)))
+          const cached = ahead.next(refs[i]!, h.below)
+          const n = cached === "free" ? undefined : (cached ?? (yield* nextOf(refs[i]!, h)))
+          if (n === undefined) after.push(LaneMoves.laneFree(refs[i]!))
+          else nexts.push(n)
         }
+        const taken = take === undefined || nexts.length === 0 ? undefined : yield* take(nexts)
+        nexts.forEach((n, i) => after.push(taken?.[i] === true ? LaneMoves.promoteClaimed(n.row, n.size) : LaneMoves.promote(n.row, n.size, now)))
         yield* store.write(Deliveries.batch([...build(dead), ...after]), { sync: false })
       }))
     )
@@ -169,7 +151,7 @@ export const makeLanes = (store: StoreShape) => {
         // In accepted order: of several rows of one free lane, the earliest becomes its head.
         const bySeq = [...rows].sort((a, b) => a.ref.seq - b.ref.seq || a.ref.sink - b.ref.sink)
         // A revived row may sort before a lane's cached rows.
-        for (const r of bySeq) ahead.delete(laneId(r))
+        for (const r of bySeq) ahead.drop(r)
         const found = yield* heads(bySeq.map((r) => ({ ord: r.ord, lane: r.lane })))
         // Each lane's head as this batch leaves it: a row revived below it marks it `below`.
         const lanesNow = new Map<string, { row: Ordering.LaneRow; held: boolean; below: boolean }>()
@@ -252,6 +234,7 @@ export const makeLanes = (store: StoreShape) => {
   const purgeWaiting = (ord: number, chunk: number): Effect.Effect<number, StoreError> =>
     locked(
       Effect.gen(function* () {
+        forget()
         const page = yield* store.scan("index", Ordering.tenantWaitingRange(ord), { limit: chunk })
         if (page.length === 0) return 0
         const ts = page.map((e) => LaneMoves.purgeWaiting(K.decodeWaitingKey(e.key), K.decodeSizeValue(e.value)))
@@ -272,7 +255,7 @@ export const makeLanes = (store: StoreShape) => {
       )
     )
 
-  return { promote, settle, revive, repairHeads, recover, purgeWaiting, held, locked }
+  return { promote, settle, revive, repairHeads, recover, purgeWaiting, held, locked, forget }
 }
 
 export type Lanes = ReturnType<typeof makeLanes>

@@ -26,7 +26,7 @@ import { recoverInflight, takeBackInflight } from "./recovery.js"
 import { type DeliveryRow, deliveryRow, deliveryRows, type Outcome, settle } from "./settle.js"
 import { pendingForSource, type SourcePending } from "./source.js"
 import { makeTenantLocks } from "./tenant-locks.js"
-import { type Lanes, makeLanes } from "./lanes.js"
+import { type Lanes, makeLanes, type TakeHeads } from "./lanes.js"
 
 export {
   ACTIVE_SCAN_FIRST_PAGE,
@@ -41,7 +41,7 @@ export { type Admission, type ClaimedVisit, type ClaimRequest } from "./claim.js
 export { type Admit } from "./due.js"
 export { type Obligation } from "./obligations.js"
 export { type DeliveryRow, type Outcome } from "./settle.js"
-export { LANES_CHUNK, type LaneOf } from "./lanes.js"
+export { LANES_CHUNK, type LaneOf, type Next, type TakeHeads } from "./lanes.js"
 export { DEAD_MAX_LIMIT, DEAD_PAGE_MAX_SCANNED, DEAD_PAGE_SCAN_PAGE, type DeadItem, type DeadPage } from "./dead.js"
 export { DUE_SCAN_PAGE, type DueEntry } from "./due.js"
 export { type CleanupPoint, type CleanupResult } from "./markers.js"
@@ -74,7 +74,7 @@ export interface QueueShape {
   /** Claimed rows back to due as they were (a tick that failed after claiming them), one unsynced batch. */
   readonly unclaim: (rows: ReadonlyArray<DueEntry>) => Effect.Effect<void, StoreError>
   /** Commit what became of claimed rows (settle.ts), one unsynced batch. */
-  readonly settle: (outcomes: ReadonlyArray<Outcome>) => Effect.Effect<void, StoreError>
+  readonly settle: (outcomes: ReadonlyArray<Outcome>, take?: TakeHeads) => Effect.Effect<void, StoreError>
   /** A claimed row's delivery row (a first attempt of `size` bytes when not found). */
   readonly deliveryRow: (ref: K.InflightRef, size: number) => Effect.Effect<DeliveryRow, StoreError>
   /** Delivery rows of DLQ items, undefined where gone. */
@@ -181,7 +181,7 @@ export const make = (store: StoreShape): QueueShape => {
     markerSlice: markerSlice(store),
     claim: claimDue(store, withTenant, fenced),
     unclaim: unclaim(store, taken),
-    settle: settle(store, taken, lanes),
+    settle: settle(store, taken, lanes, fenced),
     deliveryRow: deliveryRow(store),
     deliveryRows: deliveryRows(store),
     envelopes: envelopes(store),

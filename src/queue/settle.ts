@@ -7,7 +7,7 @@ import { Clock, Effect } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
 import * as K from "../domain/keys.js"
 import type { StoreError, StoreShape } from "../store/store.js"
-import type { LaneOf, Lanes, LaneSettle } from "./lanes.js"
+import type { LaneOf, Lanes, LaneSettle, TakeHeads } from "./lanes.js"
 
 export type DeliveryRow = Deliveries.DeliveryRow
 
@@ -47,12 +47,26 @@ const laneSettles = (outcomes: ReadonlyArray<Outcome>): Map<Outcome, LaneSettle>
 }
 
 /**
+ * The heads a hand-off is offered: none of a tenant being erased (`fenced`) or whose inflight rows
+ * an erase took back (`taken`); those are promoted due, where the erase finds them.
+ */
+const offered = (take: TakeHeads, out: (ord: number) => boolean): TakeHeads => (heads) => {
+  const mine = heads.filter((h) => !out(h.row.ord))
+  if (mine.length === heads.length) return take(heads)
+  return Effect.map(mine.length === 0 ? Effect.succeed([]) : take(mine), (got) => {
+    let j = 0
+    return heads.map((h) => (out(h.row.ord) ? false : got[j++] === true))
+  })
+}
+
+/**
  * `taken`: tenants whose inflight rows an erase took back (Queue.takeBack); their outcomes are dropped, in the same run as the write is sent.
- * Outcomes of rows with lanes settle through `lanes`, in the same batch as the lanes' next heads.
+ * Outcomes of rows with lanes settle through `lanes`, in the same batch as the lanes' next heads,
+ * which `take` (the pipeline's hand-off) may claim in that batch too.
  */
 export const settle =
-  (store: StoreShape, taken: ReadonlySet<number> = new Set(), lanes?: Lanes) =>
-  (outcomes: ReadonlyArray<Outcome>): Effect.Effect<void, StoreError> =>
+  (store: StoreShape, taken: ReadonlySet<number> = new Set(), lanes?: Lanes, fenced: ReadonlySet<number> = new Set()) =>
+  (outcomes: ReadonlyArray<Outcome>, take?: TakeHeads): Effect.Effect<void, StoreError> =>
     Effect.suspend(() => {
       const kept = taken.size === 0 ? outcomes : outcomes.filter((o) => !taken.has(o.ref.ord))
       if (kept.length === 0) return Effect.void
@@ -65,7 +79,8 @@ export const settle =
             const l = laned.get(o)
             return transitionOf(o, l === undefined ? undefined : dead.get(l))
           }),
-          now
+          now,
+          take === undefined ? undefined : offered(take, (ord) => taken.has(ord) || fenced.has(ord))
         )
       )
     })
