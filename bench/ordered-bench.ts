@@ -7,9 +7,9 @@
  * Each drain queues HOOKS hooks of TENANTS tenants over KEYS ordering keys (every hook has a key;
  * the keys' hooks interleaved as they would arrive), as the Writer does: its commit batches of
  * BATCH hooks, each followed by the lanes' promotion (src/queue/lanes.ts). The same hooks go to an
- * unordered sink (the baseline) and to an ordered one; the two alternate, unordered, ordered,
- * unordered, ordered, so that a shared machine's load falls on both, after one unmeasured drain of
- * each (WARMUP hooks); a rate is the mean of its two drains (from the first tick to the last
+ * unordered sink (the baseline) and to an ordered one; the two alternate, unordered, ordered, PAIRS
+ * (3) times, so that a shared machine's load falls on both, after one unmeasured full drain of
+ * each; a rate is the mean of its PAIRS drains (from the first tick to the last
  * outcome committed).
  * PASS needs every row delivered, none dead, and ordered ≥ MIN_RATIO × unordered.
  *
@@ -43,8 +43,8 @@ const HOOKS = arg("hooks", quick ? 5_000 : 20_000)
 const HOT = arg("hot", quick ? 500 : 2_000)
 /** `--unkeyed`: the unordered baseline's hooks carry no ordering key (they then skip the lanes' settle). */
 const UNKEYED = process.argv.includes("--unkeyed")
-/** Hooks of each unmeasured warm-up drain. */
-const WARMUP = 2_000
+/** Measured drains of each kind, alternating; one unmeasured full drain of each kind goes first. */
+const PAIRS = 3
 const KEYS = 1_000
 const TENANTS = arg("tenants", 100)
 const BATCH = 500
@@ -157,14 +157,15 @@ const measure = Effect.scoped(
     const target = yield* Effect.acquireRelease(Effect.promise(() => startTarget({ status: 204 })), (t) => Effect.promise(() => t.close()))
     log(`ordered-bench: ${int(HOOKS)} hooks over ${int(KEYS)} keys of ${TENANTS} tenants, 1 KiB bodies, pipeline defaults, sink concurrency ${DEFAULT_SINK_CONCURRENCY}`)
     // One unmeasured drain of each kind first: the pipeline's code compiled, the sink's connections warm.
-    for (const ordered of [false, true]) yield* drain(target, Math.min(HOOKS, WARMUP), KEYS, ordered)
+    // A full drain of each: shorter ones left the first measured unordered drain slower than the rest.
+    for (const ordered of [false, true]) yield* drain(target, HOOKS, KEYS, ordered)
     const runs: Array<{ readonly ordered: boolean; readonly d: Drain }> = []
-    for (const ordered of [false, true, false, true]) {
+    for (const ordered of Array.from({ length: 2 * PAIRS }, (_, i) => i % 2 === 1)) {
       const d = yield* drain(target, HOOKS, KEYS, ordered)
       log(`  ${ordered ? "ordered  " : "unordered"}: ${int(d.rate)} deliveries/s (${int(d.delivered)} in ${int(d.ms)} ms, ${d.dead} dead)`)
       runs.push({ ordered, d })
     }
-    const mean = (ordered: boolean) => runs.filter((r) => r.ordered === ordered).reduce((n, r) => n + r.d.rate, 0) / 2
+    const mean = (ordered: boolean) => runs.filter((r) => r.ordered === ordered).reduce((n, r) => n + r.d.rate, 0) / PAIRS
     // The hot key's own sink process: the most calls it saw open at once is the hot key's.
     const hotTarget = yield* Effect.acquireRelease(Effect.promise(() => startTarget({ status: 204 })), (t) => Effect.promise(() => t.close()))
     const hot = yield* drain(hotTarget, HOT, 1, true)
