@@ -85,7 +85,8 @@ describe("ordered delivery", () => {
       yield* until("b delivered and a's other destination too", Effect.sync(() => sink.delivered("b").length === 5 && other.delivered("a").length === 5))
       yield* until("a's head retried", Effect.sync(() => sink.calls.filter((c) => c.k === "a").length >= 3))
       expect(sink.delivered("b")).toEqual(upTo(5))
-      expect(other.delivered("a")).toEqual(upTo(5))
+      // The unordered destination has every hook of a, in whatever order its concurrent calls landed.
+      expect([...other.delivered("a")].sort((x, y) => x - y)).toEqual(upTo(5))
       // Only a's head was ever called at the ordered destination; a/2..5 wait in its lane.
       expect(new Set(sink.calls.filter((c) => c.k === "a").map((c) => c.n))).toEqual(new Set([1]))
       expect((yield* w.queue.aggregate).waiting).toBe(4)
