@@ -14,7 +14,7 @@
  * PASS needs every row delivered, none dead, and ordered ≥ MIN_RATIO × unordered.
  *
  * Then one hot key: HOT hooks of one key to the ordered sink, alone. Its rate is one delivery a
- * round trip (claim, call, outcome commit, promotion of the next): it prints the ms a delivery
+ * round trip (call, outcome commit, the next handed off in that commit): it prints the ms a delivery
  * beside a bare sequential call's round trip to the same sink, and PASS needs its sink (a process
  * of its own) to have seen one call open at once, never two.
  * Run: npx tsx bench/ordered-bench.ts [--quick] [--hooks N] [--hot N] [--tenants N]
@@ -172,7 +172,7 @@ const measure = Effect.scoped(
     const hotOpen = (yield* Effect.promise(() => hotTarget.stats())).maxConcurrent
     const rtt = yield* bareRoundTripMs(target, 500)
     const hotMs = hot.ms / Math.max(1, hot.delivered)
-    log(`  hot key: ${int(hot.rate)} deliveries/s, ${fmt(hotMs)} ms a delivery (one round trip: claim, call, outcome commit, promotion); a bare sequential call ${fmt(rtt)} ms; at most ${hotOpen} call open at once`)
+    log(`  hot key: ${int(hot.rate)} deliveries/s, ${fmt(hotMs)} ms a delivery (one round trip: call, outcome commit with the next handed off); a bare sequential call ${fmt(rtt)} ms; at most ${hotOpen} call open at once`)
     return {
       unordered: mean(false),
       ordered: mean(true),

@@ -3,8 +3,9 @@
  * head, and what becomes of the lane when its head settles. Every read of a `?H` row and the write
  * that follows it run in one section, so a lane's head is decided by one writer at a time: the
  * promotion of new waiting rows (after the Writer's commit), the settle of heads, the replay of a
- * lane's dead rows, and the repair after purges and at boot. Claims, retries and fair dispatch do
- * not come here: a lane holds one due or inflight row, its head, and the rest wait in `?W`.
+ * lane's dead rows, and the repair after purges and at boot. Retries and fair dispatch do not come
+ * here, and claims only as the settle's hand-off (a new head the pipeline takes is claimed in the
+ * settle's batch): a lane holds one due or inflight row, its head, and the rest wait in `?W`.
  */
 import { Effect, Semaphore, Stream } from "effect"
 import * as Deliveries from "../domain/deliveries.js"
@@ -66,10 +67,8 @@ export const makeLanes = (store: StoreShape) => {
       .pipe(Effect.map((page) => ahead.read(ref, page)))
 
   /** A lane's next head promoted due at `now`, or the lane freed. */
-  const promoted = (ref: K.LaneRef, n: Next | undefined, now: number): Deliveries.Transition =>
-    n === undefined ? LaneMoves.laneFree(ref) : LaneMoves.promote(n.row, n.size, now)
-
-  const next = (ref: K.LaneRef, now: number): Effect.Effect<Deliveries.Transition, StoreError> => Effect.map(nextOf(ref), (n) => promoted(ref, n, now))
+  const next = (ref: K.LaneRef, now: number): Effect.Effect<Deliveries.Transition, StoreError> =>
+    Effect.map(nextOf(ref), (n) => (n === undefined ? LaneMoves.laneFree(ref) : LaneMoves.promote(n.row, n.size, now)))
 
   /** Lanes with no head get their first waiting row as head (the Writer calls it after its commit). */
   const promote = (lanes: ReadonlyArray<K.LaneRef>, now: number): Effect.Effect<void, StoreError> =>
