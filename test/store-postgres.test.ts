@@ -4,13 +4,14 @@
  * where PostgreSQL 15 is not installed (scripts/ensure-postgres.sh).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Duration, Effect, Layer, Stream } from "effect"
 import fc from "fast-check"
 import * as net from "node:net"
 import { asBuffer, compare } from "../src/domain/keys.js"
 import { type Batch, type ColumnFamily, del, deleteRange, encodeInt64LE, merge, type Op, put } from "../src/domain/ops.js"
 import { makeMemoryStore } from "../src/store/memory.js"
 import { layerPostgres, type PostgresOptions } from "../src/store/postgres.js"
+import { CONFIRM_MS } from "../src/store/postgres-commit.js"
 import { POSTGRES_SCHEMA_VERSION } from "../src/store/postgres-schema.js"
 import { Store, type StoreShape } from "../src/store/store.js"
 import { storeConformance } from "./store-conformance.js"
@@ -196,6 +197,52 @@ describe.skipIf(pgUnavailable !== undefined)("Store on PostgreSQL", () => {
       expect(yield* store.getCounters("counters", [key])).toEqual([2n])
       expect(pg().psql(dbOf(url.href), "SELECT count(*) FROM ankusa.applied WHERE poisoned").trim()).toBe("1")
     }), 60_000)
+
+  it.live("an unsynced commit is confirmed by the next commit or within CONFIRM_MS, and the confirm refuses a token the database lost", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const url = yield* freshDatabase
+        const db = dbOf(url)
+        const store = yield* openStore({ url })
+        const tokens = () => pg().psql(db, "SELECT token FROM ankusa.applied ORDER BY at, token").trim().split("\n").filter((l) => l !== "")
+        const k = Buffer.from([0, 0, 0, 1, 0])
+        // The open's own synced commits first: settled, so the confirmer has nothing to do.
+        yield* Effect.sleep(Duration.millis(CONFIRM_MS * 2 + 500))
+        const opened = tokens().length
+        yield* store.write([merge("counters", k, 1n)], { sync: false })
+        const unsynced = tokens()[opened]
+        // The next commit confirms it in its own statement: it commits only while that token is there.
+        yield* store.write([merge("counters", k, 1n)], { sync: false })
+        expect(tokens()).toHaveLength(opened + 2)
+        // Nothing else sent: the confirmer commits a token of its own, synced, within CONFIRM_MS and a poll.
+        yield* Effect.sleep(Duration.millis(CONFIRM_MS * 2 + 500))
+        expect(tokens()).toHaveLength(opened + 3)
+        // Idle and confirmed: no more.
+        yield* Effect.sleep(Duration.millis(CONFIRM_MS * 2 + 500))
+        expect(tokens()).toHaveLength(opened + 3)
+        // The check itself: a token the database does not hold fails the statement with LOST_SQLSTATE.
+        pg().psql(db, `SELECT ankusa.confirm(ARRAY[${unsynced}]::bigint[])`)
+        const missing = (() => {
+          try {
+            pg().psql(db, `SELECT ankusa.confirm(ARRAY[${unsynced}, 1]::bigint[])`)
+            return "no error"
+          } catch (e) {
+            return String((e as { stderr?: unknown }).stderr)
+          }
+        })()
+        expect(missing).toContain("lost: 1 of 2 acknowledged commits are not in the database")
+      })
+    ), 30_000)
+
+  it.effect("a schema 3 database gets the confirm function at its next open", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabase
+      yield* Effect.scoped(openStore({ url }))
+      pg().psql(dbOf(url), "DROP FUNCTION ankusa.confirm(bigint[]); UPDATE ankusa.meta SET value = 3 WHERE name = 'schema_version'")
+      yield* Effect.scoped(Effect.flatMap(openStore({ url }), (s) => s.write([merge("counters", Buffer.from([0, 0, 0, 1, 0]), 1n)], { sync: false })))
+      expect(pg().psql(dbOf(url), "SELECT value FROM ankusa.meta WHERE name = 'schema_version'").trim()).toBe(String(POSTGRES_SCHEMA_VERSION))
+      expect(pg().psql(dbOf(url), "SELECT count(*) FROM pg_proc WHERE proname = 'confirm'").trim()).toBe("1")
+    }))
 
   it.effect("a store that cannot connect fails to open with a StoreError that names the host and not the password", () =>
     Effect.gen(function* () {

@@ -12,6 +12,8 @@
  * row due; a claim that survives without its outcome is `?F`, which boot
  * recovery (`Queue.recoverInflight`) returns to due. The worst a crash does is
  * deliver a row again (at-least-once; receivers dedupe by `webhook-id`).
+ * A PostgreSQL server that loses unsynced commits while this process lives
+ * on is found by the next commit, and the process restarts (postgres-commit.ts).
  */
 import { Cause, Context, Duration, Effect, Fiber, Layer, Metric, type Option, Semaphore } from "effect"
 import { LiveConfig, type LiveConfigShape } from "../config/live.js"

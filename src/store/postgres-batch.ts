@@ -10,7 +10,7 @@
 import { asBuffer, compare } from "../domain/keys.js"
 import { type Batch, type ColumnFamily, decodeInt64LE } from "../domain/ops.js"
 import type { Range } from "./store.js"
-import { appliedTableOf, fenceFunctionOf, Tables, tableOf } from "./postgres-schema.js"
+import { appliedTableOf, confirmFunctionOf, fenceFunctionOf, Tables, tableOf } from "./postgres-schema.js"
 
 type Final =
   | { readonly tag: "put"; readonly value: Uint8Array }
@@ -184,10 +184,19 @@ const familyParts = (
 
 /**
  * The statement that commits `batch` (already checked by `refusal`), or undefined when it changes
- * nothing. An unsynced batch sets `synchronous_commit` off for its own transaction only
- * (`set_config(..., true)` is `SET LOCAL`): the commit does not wait for the WAL flush.
+ * nothing and confirms nothing. An unsynced batch sets `synchronous_commit` off for its own
+ * transaction only (`set_config(..., true)` is `SET LOCAL`): the commit does not wait for the WAL
+ * flush. `confirm`: the tokens of acknowledged unsynced commits that must still be there
+ * (postgres-commit.ts); the statement fails with `LOST_SQLSTATE` if one is not.
  */
-export const batchStatement = (schema: string, batch: Batch, sync: boolean, fence?: bigint, token?: bigint): Statement | undefined => {
+export const batchStatement = (
+  schema: string,
+  batch: Batch,
+  sync: boolean,
+  fence?: bigint,
+  token?: bigint,
+  confirm: ReadonlyArray<bigint> = []
+): Statement | undefined => {
   const params: Array<unknown> = []
   const param = (value: unknown) => {
     params.push(value)
@@ -197,12 +206,14 @@ export const batchStatement = (schema: string, batch: Batch, sync: boolean, fenc
   // Families in a fixed order, like the keys within each.
   const folded = fold(batch)
   for (const cf of [...folded.keys()].sort()) parts.push(...familyParts(schema, cf, folded.get(cf)!, param))
-  if (parts.length === 0) return undefined
+  if (parts.length === 0 && confirm.length === 0) return undefined
   // The commit's token: sent again after a lost answer, the batch fails on the key instead of applying twice.
   if (token !== undefined) parts.unshift(`INSERT INTO ${appliedTableOf(schema)} (token) VALUES (${param(token.toString())}::bigint)`)
   const ctes = (ps: ReadonlyArray<string>) => (ps.length === 0 ? "" : `WITH ${ps.map((p, i) => `w${i} AS (${p})`).join(", ")} `)
-  // Fenced (a lease holder's batch): the main query calls the fence, whose failure aborts every part.
+  // Fenced (a lease holder's batch): the main query calls the fence, whose failure aborts every part;
+  // so does the confirmation's.
   const last = [
+    ...(confirm.length === 0 ? [] : [`${confirmFunctionOf(schema)}(${param(confirm.map(String))}::bigint[])`]),
     ...(fence === undefined ? [] : [`${fenceFunctionOf(schema)}(${param(fence.toString())}::bigint)`]),
     ...(sync ? [] : ["set_config('synchronous_commit', 'off', true)"])
   ]

@@ -14,13 +14,23 @@
  * refuses every write until it settles it; found applied then, the caller was told of a failure
  * for a batch that committed, and the process exits (exit 70) so that a restart rebuilds its state
  * from the store (docs/storage.md "PostgreSQL").
+ *
+ * An unsynced commit is acknowledged before the server flushes it, so a crash of the server, or a
+ * failover to a standby that had not received it, can lose it while this process lives on with
+ * state that assumed it (a claim lost, then its outcome's counter deltas applied: the counters no
+ * longer a fold of the rows). So each commit confirms, in its own statement, the tokens of the
+ * unsynced commits acknowledged since the last commit was sent (`confirm`, postgres-schema.ts): a
+ * commit that sees them is in no history without them, and a synced one makes them durable. One
+ * that finds one missing fails whole, and the process exits (exit 70) to rebuild from the store.
+ * Tokens left unconfirmed for CONFIRM_MS (nothing else committed) are confirmed by a synced commit
+ * of a token alone, so none is older than the prune's APPLIED_KEEP_MS while the database answers.
  */
 import { randomBytes } from "node:crypto"
 import { Duration, Effect, Schedule } from "effect"
 import type { Batch } from "../domain/ops.js"
 import { batchStatement } from "./postgres-batch.js"
 import { errorKind } from "./postgres-health.js"
-import { appliedTableOf } from "./postgres-schema.js"
+import { appliedTableOf, LOST_SQLSTATE } from "./postgres-schema.js"
 import { StoreError } from "./store.js"
 
 /** How long a commit whose outcome is unknown is settled for before the store refuses writes. */
@@ -29,8 +39,13 @@ export const RESOLVE_POLL_MS = 100
 /** Tokens older than this are deleted: far longer than any settling takes. */
 export const APPLIED_KEEP_MS = 10 * 60_000
 export const APPLIED_PRUNE_MS = 60_000
-/** The exit code of a process told of a failure for a batch that committed. */
-export const EXIT_COMMITTED_AFTER_FAILURE = 70
+/**
+ * The exit code of a process whose state and the store's disagree: told of a failure for a batch
+ * that committed, or told of a commit the database then lost.
+ */
+export const EXIT_STORE_DIVERGED = 70
+/** Unsynced commits acknowledged and unconfirmed this long, with nothing else sent, are confirmed by a synced commit. */
+export const CONFIRM_MS = 1_000
 
 /** A batch that PostgreSQL aborted as a deadlock victim is sent again at most this many times. */
 export const POSTGRES_DEADLOCK_RETRIES = 3
@@ -73,7 +88,17 @@ export const makeCommits = (deps: CommitDeps) => {
   let next = 0
   const token = () => prefix | BigInt((next = (next + 1) >>> 0))
   const doubts: Array<bigint> = []
+  /** The tokens of unsynced commits acknowledged since the last commit was sent: the next one confirms them. */
+  let unconfirmed: Array<bigint> = []
+  /** Whether a commit was sent since the confirmer's last look. */
+  let sent = false
   const applied = appliedTableOf(deps.schema)
+
+  const diverged = (why: string): Effect.Effect<never> =>
+    Effect.logError(`store: ${why}; exiting so that a restart rebuilds from the store`).pipe(
+      Effect.andThen(Effect.sync(() => process.exit(EXIT_STORE_DIVERGED))),
+      Effect.andThen(Effect.never)
+    )
 
   /**
    * `absent` (the batch did not commit, and now never can), `applied`, or `unknown`. The token goes
@@ -106,30 +131,44 @@ export const makeCommits = (deps: CommitDeps) => {
         return clearDoubts
       }
       if (r === "unknown") return Effect.fail(new StoreError({ op: "write", message: "a commit's outcome is still unknown: the database is unreachable" }))
-      return Effect.logError("store: a batch reported as failed was committed; exiting so that a restart rebuilds from the store").pipe(
-        Effect.andThen(Effect.sync(() => process.exit(EXIT_COMMITTED_AFTER_FAILURE))),
-        Effect.andThen(Effect.never)
-      )
+      return diverged("a batch reported as failed was committed")
     })
   })
 
-  const commit = (batch: Batch, sync: boolean): Effect.Effect<void, StoreError> =>
+  /** Commits `batch` (an empty one commits its token alone), confirming the unsynced commits acknowledged before it. */
+  const send = (batch: Batch, sync: boolean): Effect.Effect<void, StoreError> =>
     Effect.andThen(
       clearDoubts,
       Effect.suspend(() => {
         const t = token()
-        const stmt = batchStatement(deps.schema, batch, sync, deps.fence(), t)
+        const confirming = unconfirmed
+        const stmt = batchStatement(deps.schema, batch, sync, deps.fence(), t, confirming)
         if (stmt === undefined) return Effect.void
+        unconfirmed = []
+        sent = true
+        const done = Effect.sync(() => {
+          deps.committed()
+          // A synced commit is durable, and so is every commit it saw; an unsynced one is the next commit's to confirm.
+          if (!sync) unconfirmed.push(t)
+        })
+        // Not committed: the tokens it was to confirm are the next commit's.
+        const undone = (e: unknown) =>
+          Effect.andThen(
+            Effect.sync(() => void unconfirmed.push(...confirming)),
+            Effect.fail(deps.fail("write")(e))
+          )
         const attempt = (left: number): Effect.Effect<void, StoreError> =>
           deps.run(stmt.sql, stmt.params).pipe(
-            Effect.andThen(Effect.sync(deps.committed)),
+            Effect.andThen(done),
             Effect.catch((e) => {
+              if (codeOf(e) === LOST_SQLSTATE) return diverged(`the database lost commits it had acknowledged (${messageOf(e).trim()})`)
               if (left > 0 && isDeadlock(e)) return attempt(left - 1)
-              if (!inDoubt(e)) return Effect.fail(deps.fail("write")(e))
+              if (!inDoubt(e)) return undone(e)
               return Effect.flatMap(settle(t, Date.now() + RESOLVE_MS), (r) => {
-                if (r === "applied") return Effect.sync(deps.committed)
+                // Seen by the settling's own synced write: as durable as that write.
+                if (r === "applied") return done
                 if (r === "unknown") doubts.push(t)
-                return Effect.fail(deps.fail("write")(e))
+                return undone(e)
               })
             })
           )
@@ -137,10 +176,19 @@ export const makeCommits = (deps: CommitDeps) => {
       })
     )
 
+  const commit = (batch: Batch, sync: boolean): Effect.Effect<void, StoreError> => (batch.length === 0 ? Effect.void : send(batch, sync))
+
+  /** Every CONFIRM_MS: tokens unconfirmed with nothing sent since the last look get a synced commit of their own (errors ignored: the next look tries again). */
+  const confirmer = Effect.suspend(() => {
+    const idle = !sent && unconfirmed.length > 0
+    sent = false
+    return idle ? Effect.ignore(send([], true)) : Effect.void
+  }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(CONFIRM_MS))), Effect.asVoid)
+
   /** Deletes the tokens older than APPLIED_KEEP_MS, every APPLIED_PRUNE_MS (errors ignored: the next run tries again). */
   const prune = deps
     .run(`DELETE FROM ${applied} WHERE at < now() - make_interval(secs => $1::double precision)`, [APPLIED_KEEP_MS / 1000])
     .pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Duration.millis(APPLIED_PRUNE_MS))), Effect.asVoid)
 
-  return { commit, prune }
+  return { commit, prune, confirmer }
 }

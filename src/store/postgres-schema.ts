@@ -13,8 +13,10 @@ import { type ColumnFamily, ColumnFamilies } from "../domain/ops.js"
  * database gets them at its next open.
  * 3: the `applied` table of commit tokens (postgres.ts: a commit whose answer was lost is found
  * there, so it is never applied twice); an older database gets it at its next open.
+ * 4: the confirm function (postgres-commit.ts: a commit checks that the unsynced commits acknowledged
+ * before it are still there); an older database gets it at its next open.
  */
-export const POSTGRES_SCHEMA_VERSION = 3
+export const POSTGRES_SCHEMA_VERSION = 4
 
 /** The PostgreSQL schema (namespace) that holds the tables unless the options name another. */
 export const DEFAULT_POSTGRES_SCHEMA = "ankusa"
@@ -61,6 +63,7 @@ export const tablesDdl = (schema: string): ReadonlyArray<string> => [
   }),
   ...leaseDdl(schema),
   ...appliedDdl(schema),
+  ...confirmDdl(schema),
   `INSERT INTO ${metaTableOf(schema)} (name, value) VALUES ('${SCHEMA_VERSION_ROW}', ${POSTGRES_SCHEMA_VERSION})`
 ]
 
@@ -73,6 +76,27 @@ export const appliedTableOf = (schema: string): string => `${quoteIdent(schema)}
  */
 export const appliedDdl = (schema: string): ReadonlyArray<string> => [
   `CREATE TABLE IF NOT EXISTS ${appliedTableOf(schema)} (token bigint PRIMARY KEY, poisoned boolean NOT NULL DEFAULT false, at timestamptz NOT NULL DEFAULT now())`
+]
+
+export const confirmFunctionOf = (schema: string): string => `${quoteIdent(schema)}."confirm"`
+
+/** The SQLSTATE of a commit that found acknowledged commits missing: the database lost them (postgres-commit.ts). */
+export const LOST_SQLSTATE = "AKL01"
+
+/**
+ * The check a commit makes of the unsynced commits acknowledged before it was sent: every token is
+ * in `applied`, unpoisoned. A database that lost some (a primary's crash, or a failover to a
+ * standby that never received them) fails the commit, and nothing of it applies.
+ */
+export const confirmDdl = (schema: string): ReadonlyArray<string> => [
+  `CREATE OR REPLACE FUNCTION ${confirmFunctionOf(schema)}(tokens bigint[]) RETURNS void LANGUAGE plpgsql AS $confirm$
+   DECLARE present bigint;
+   BEGIN
+     SELECT count(*) INTO present FROM ${appliedTableOf(schema)} WHERE token = ANY(tokens) AND NOT poisoned;
+     IF present < cardinality(tokens) THEN
+       RAISE EXCEPTION 'lost: % of % acknowledged commits are not in the database', cardinality(tokens) - present, cardinality(tokens) USING ERRCODE = '${LOST_SQLSTATE}';
+     END IF;
+   END $confirm$`
 ]
 
 export const leaseTableOf = (schema: string): string => `${quoteIdent(schema)}."lease"`
@@ -101,13 +125,14 @@ export const leaseDdl = (schema: string): ReadonlyArray<string> => [
    END $fence$`
 ]
 
-/** An older database at its next open: the lease and the fence (from 1), the commit tokens (from 1 or 2), then the stamp. */
+/** An older database at its next open: the lease and the fence (from 1), the commit tokens (from 1 or 2), the confirm function, then the stamp. */
 export const upgradeDdl = (schema: string, from: number): ReadonlyArray<string> =>
   from >= POSTGRES_SCHEMA_VERSION
     ? []
     : [
         ...(from < 2 ? leaseDdl(schema) : []),
         ...appliedDdl(schema),
+        ...confirmDdl(schema),
         `UPDATE ${metaTableOf(schema)} SET value = ${POSTGRES_SCHEMA_VERSION} WHERE name = '${SCHEMA_VERSION_ROW}'`
       ]
 

@@ -177,6 +177,7 @@ const makeStore = (
     })
     const commit = commits.commit
     yield* Effect.forkScoped(commits.prune)
+    yield* Effect.forkScoped(commits.confirmer)
     const write = (batch: Batch, sync: boolean) =>
       Effect.suspend(() => {
         const why = refusal(batch, open, supported)

@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type PgCluster, pgUnavailable, startCluster } from "../support/pg-cluster.js"
-import { type AckedBy, ADMIN_TOKEN, HA, type HaNode, killNode, nodeConfig, readyz, sleep, startLoad, startNode, startSink, until, verify } from "./ha-world.js"
+import { type AckedBy, ADMIN_TOKEN, HA, type HaNode, killNode, nodeConfig, readyz, sleep, startLoad, startNode, startSink, supervise, until, verify } from "./ha-world.js"
 import { startTcpProxy } from "./tcp-proxy.js"
 
 if (pgUnavailable !== undefined) throw new Error(pgUnavailable)
@@ -63,6 +63,42 @@ const expectWhole = (db: string, acked: ReadonlyArray<AckedBy>, sink: { seen: Ma
     expect(v.lost).toEqual([])
     expect(v.report.differences).toEqual([])
     return v
+  })
+
+/**
+ * A primary with a synchronous standby of its own (the primary dies here), one database, a TCP
+ * forwarder the node reaches it through, a sink answering after `sinkDelayMs`, and node `a`
+ * under a service manager. `failover` promotes the standby and moves the forwarder to it.
+ */
+const databaseWorld = (sinkDelayMs: number) =>
+  Effect.gen(function* () {
+    const primary = yield* Effect.acquireRelease(
+      Effect.promise(() => startCluster({ settings: ["synchronous_standby_names=*"] })),
+      (c) => Effect.promise(() => c.stop())
+    )
+    const standby = yield* Effect.acquireRelease(Effect.promise(() => primary.standby()), (s) => Effect.promise(() => s.stop()))
+    const db = yield* Effect.promise(() => primary.createDatabase())
+    const name = new URL(db).pathname.slice(1)
+    const proxy = yield* Effect.acquireRelease(Effect.promise(() => startTcpProxy(primary.port)), (p) => Effect.promise(() => p.close()))
+    const viaProxy = `postgres://postgres@127.0.0.1:${proxy.port}/${name}`
+    const dir = mkdtempSync(join(tmpdir(), "ankusa-ha-db-"))
+    const sink = yield* Effect.acquireRelease(Effect.promise(() => startSink(sinkDelayMs)), (s) => Effect.promise(() => s.close()))
+    const node = yield* Effect.acquireRelease(Effect.promise(() => supervise(dir, "a", nodeConfig(viaProxy, sink.url))), (n) =>
+      Effect.promise(() => n.stop()).pipe(Effect.andThen(Effect.sync(() => rmSync(dir, { recursive: true, force: true }))))
+    )
+    const a = node.current()
+    expect(yield* Effect.promise(() => until(async () => (await readyz(a)).status === 200, 30_000))).toBe(true)
+    // The primary reports its synchronous standby.
+    const replicas = () => fetch(`${a.url}/metrics`).then((r) => r.text())
+    expect(
+      yield* Effect.promise(() => until(async () => (await replicas()).split("\n").some((l) => l.startsWith("ankusa_store_database_replicas{") && l.includes('state="streaming"') && l.includes('sync_state="sync"') && l.endsWith(" 1")), 10_000))
+    ).toBe(true)
+    const failover = async () => {
+      await standby.promote()
+      proxy.retarget(standby.port)
+      return Date.now()
+    }
+    return { primary, standby, name, sink, node, failover }
   })
 
 describe("failover", () => {
@@ -166,43 +202,60 @@ describe("failover", () => {
   it.live("the database primary killed and its synchronous standby promoted loses no acknowledged hook", () =>
     Effect.scoped(
       Effect.gen(function* () {
-        // A cluster of its own: the primary dies here.
-        const primary = yield* Effect.acquireRelease(
-          Effect.promise(() => startCluster({ settings: ["synchronous_standby_names=*"] })),
-          (c) => Effect.promise(() => c.stop())
-        )
-        const standby = yield* Effect.acquireRelease(Effect.promise(() => primary.standby()), (s) => Effect.promise(() => s.stop()))
-        const db = yield* Effect.promise(() => primary.createDatabase())
-        const name = new URL(db).pathname.slice(1)
-        const proxy = yield* Effect.acquireRelease(Effect.promise(() => startTcpProxy(primary.port)), (p) => Effect.promise(() => p.close()))
-        const viaProxy = `postgres://postgres@127.0.0.1:${proxy.port}/${name}`
-        const dir = mkdtempSync(join(tmpdir(), "ankusa-ha-db-"))
-        const sink = yield* Effect.acquireRelease(Effect.promise(startSink), (s) => Effect.promise(() => s.close()))
-        const a = yield* Effect.acquireRelease(Effect.promise(() => startNode(dir, "a", nodeConfig(viaProxy, sink.url))), (n) =>
-          Effect.promise(() => killNode(n)).pipe(Effect.andThen(Effect.sync(() => rmSync(dir, { recursive: true, force: true }))))
-        )
-        expect(yield* Effect.promise(() => until(async () => (await readyz(a)).status === 200, 30_000))).toBe(true)
-        // The primary reports its synchronous standby.
-        const replicas = () => fetch(`${a.url}/metrics`).then((r) => r.text())
-        expect(
-          yield* Effect.promise(() => until(async () => (await replicas()).split("\n").some((l) => l.startsWith("ankusa_store_database_replicas{") && l.includes('state="streaming"') && l.includes('sync_state="sync"') && l.endsWith(" 1")), 10_000))
-        ).toBe(true)
+        const d = yield* databaseWorld(0)
         const acked: Array<AckedBy> = []
-        const load = startLoad(() => [a], acked)
+        const load = startLoad(() => [d.node.current()], acked)
         yield* Effect.promise(() => sleep(2_000))
         const killedAt = Date.now()
-        yield* Effect.promise(() => primary.kill())
+        yield* Effect.promise(() => d.primary.kill())
         const before = acked.length
-        yield* Effect.promise(() => standby.promote())
-        proxy.retarget(standby.port)
-        const movedAt = Date.now()
+        const movedAt = yield* Effect.promise(d.failover)
         expect(yield* Effect.promise(() => until(() => acked.length > before && acked[acked.length - 1]!.at > movedAt, 60_000))).toBe(true)
         const first = acked.find((h) => h.at > movedAt)!
         console.log(`ha: the database primary's death to the first 202 on the promoted standby: ${first.at - killedAt} ms`)
         yield* Effect.promise(() => sleep(1_500))
         yield* Effect.promise(load.stop)
-        const v = yield* expectWhole(standby.url(name), acked, sink)
-        console.log(`ha: database failover: ${acked.length} acknowledged, ${v.duplicates} delivered twice`)
+        const v = yield* expectWhole(d.standby.url(d.name), acked, d.sink)
+        // A restart is the answer to unsynced commits the standby never received (the next test); any other exit is a failure.
+        expect(d.node.exits.filter((c) => c !== 70)).toEqual([])
+        console.log(`ha: database failover: ${acked.length} acknowledged, ${v.duplicates} delivered twice, ${d.node.exits.length} restarts`)
+      })
+    ), 150_000)
+
+  it.live("unsynced commits the promoted standby never received restart the node, which loses no acknowledged hook", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        // A slow sink, so that a backlog builds up under the load and deliveries go on after it stops.
+        const d = yield* databaseWorld(100)
+        const acked: Array<AckedBy> = []
+        const load = startLoad(() => [d.node.current()], acked)
+        yield* Effect.promise(() => sleep(2_000))
+        // Ingest stopped (its synced commits would hold every pooled connection while the standby
+        // waits), then the primary's WAL sender: what commits from now on never reaches the standby,
+        // and the deliveries' claims and outcomes, unsynced, are acknowledged all the same.
+        yield* Effect.promise(load.stop)
+        const senders = d.primary.psql("postgres", "SELECT pid FROM pg_stat_replication").trim().split("\n").map(Number)
+        expect(senders.length).toBe(1)
+        process.kill(senders[0]!, "SIGSTOP")
+        const delivered = d.sink.seen.size
+        expect(yield* Effect.promise(() => until(() => d.sink.seen.size >= delivered + 32, 10_000))).toBe(true)
+        const killedAt = Date.now()
+        yield* Effect.promise(() => d.primary.kill())
+        process.kill(senders[0]!, "SIGKILL")
+        const movedAt = yield* Effect.promise(d.failover)
+        // The node's next commit finds the lost ones missing; it exits 70 and its restart rebuilds from the store.
+        expect(yield* Effect.promise(() => until(() => d.node.exits.length > 0, 30_000))).toBe(true)
+        expect(d.node.exits[0]).toBe(70)
+        expect(d.node.outputs[0]).toContain("the database lost commits it had acknowledged")
+        const again = startLoad(() => [d.node.current()], acked)
+        expect(yield* Effect.promise(() => until(() => acked.some((h) => h.at > movedAt), 60_000))).toBe(true)
+        const first = acked.find((h) => h.at > movedAt)!
+        console.log(`ha: lost unsynced commits: the primary's death to the restarted node's first 202: ${first.at - killedAt} ms`)
+        yield* Effect.promise(() => sleep(1_500))
+        yield* Effect.promise(again.stop)
+        const v = yield* expectWhole(d.standby.url(d.name), acked, d.sink)
+        expect(d.node.exits).toEqual([70])
+        console.log(`ha: lost unsynced commits: ${acked.length} acknowledged, ${v.duplicates} delivered twice`)
       })
     ), 150_000)
 })

@@ -88,6 +88,50 @@ export const startNode = (dir: string, name: string, config: Record<string, unkn
   })
 }
 
+/** A node under a service manager (deploy/ankusa.service restarts any exit but 0): started again at once on a non-zero exit. */
+export interface Supervised {
+  /** The node now running (the last one started). */
+  readonly current: () => HaNode
+  /** The exit codes of the nodes that exited, in order (null: killed by a signal). */
+  readonly exits: Array<number | null>
+  /** What each of those nodes wrote, in the same order. */
+  readonly outputs: Array<string>
+  readonly stop: () => Promise<void>
+}
+
+export const supervise = async (dir: string, name: string, config: Record<string, unknown>): Promise<Supervised> => {
+  let node = await startNode(dir, name, config)
+  let stopped = false
+  const exits: Array<number | null> = []
+  const outputs: Array<string> = []
+  let restarting = Promise.resolve()
+  const watch = (n: HaNode): void =>
+    void n.exited.then((code) => {
+      exits.push(code)
+      outputs.push(n.output())
+      if (stopped || code === 0) return
+      restarting = startNode(dir, name, config).then(
+        (next) => {
+          node = next
+          if (stopped) return killNode(next)
+          watch(next)
+        },
+        () => undefined
+      )
+    })
+  watch(node)
+  return {
+    current: () => node,
+    exits,
+    outputs,
+    stop: async () => {
+      stopped = true
+      await restarting
+      await killNode(node)
+    }
+  }
+}
+
 /** SIGKILL if still running, and wait for the exit. */
 export const killNode = async (n: HaNode) => {
   n.signal("SIGCONT")
@@ -107,7 +151,8 @@ export interface Sink {
   readonly close: () => Promise<void>
 }
 
-export const startSink = (): Promise<Sink> =>
+/** `delayMs`: each answer waits this long (so that deliveries are always in flight under load). */
+export const startSink = (delayMs = 0): Promise<Sink> =>
   new Promise((resolve) => {
     const seen = new Map<string, number>()
     const server: Server = createServer((req, res) => {
@@ -115,7 +160,8 @@ export const startSink = (): Promise<Sink> =>
       req.on("end", () => {
         const id = String(req.headers["webhook-id"])
         seen.set(id, (seen.get(id) ?? 0) + 1)
-        res.writeHead(204).end()
+        if (delayMs === 0) res.writeHead(204).end()
+        else setTimeout(() => res.writeHead(204).end(), delayMs)
       })
     })
     server.listen(0, "127.0.0.1", () => {
