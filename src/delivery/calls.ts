@@ -299,7 +299,7 @@ export const makeSinkCalls = (
             try {
               const settled = delivered(job)
               if (settled.result.lane !== undefined && sink.options.ordered !== undefined && !sink.retired && !cut) {
-                place = { ord: job.claimed.ref.ord, sink, passed: false, released: false }
+                place = { ord: job.claimed.ref.ord, sink, runs: job.claimed.runs ?? 0, passed: false, released: false }
               }
               outcomes.settle(place === undefined ? settled : { ...settled, place })
               finish()

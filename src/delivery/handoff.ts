@@ -5,9 +5,9 @@
  * (`?W` → `?F`, no due row, no marker, no tick) and handed to its sink once the batch is written,
  * on the place it was passed. A row not taken is promoted due, and the round claims it as any.
  *
- * So a hand-off never takes a place nor a slot its tenant did not hold: the place passes only while
- * nobody is parked on its sink (sink-places.ts `passable`: else the round decides who gets it), and
- * the row takes the inflight slot of a row of its tenant settling in the same batch, within the
+ * So a hand-off never takes a place nor a slot its tenant did not hold: while a tenant is parked on
+ * its sink, the place passes only within its tenant's share and a few times in a row (sink-places.ts
+ * `passable`: else the round decides who gets it), and the row takes the inflight slot of a row of its tenant settling in the same batch, within the
  * tenant's limits (fair.ts `handOff`) and `maxInflightBytes`.
  */
 import { Clock, Effect } from "effect"
@@ -53,7 +53,8 @@ export const makeHandOff = (
   const take: TakeHeads = (heads) =>
     Effect.gen(function* () {
       // Only heads whose tenant kept a place that may pass: no other head costs a read.
-      const offered = state.stopping ? [] : heads.filter((h) => kept.some((k) => k.ord === h.row.ord && passable(k)))
+      const at = yield* Clock.currentTimeMillis
+      const offered = state.stopping ? [] : heads.filter((h) => kept.some((k) => k.ord === h.row.ord && passable(k, at)))
       if (offered.length === 0) return heads.map(() => false)
       const envs = yield* queue.envelopes([...new Set(offered.map((h) => h.row.seq))])
       const ords = [...new Set(offered.map((h) => h.row.ord))]
@@ -67,13 +68,13 @@ export const makeHandOff = (
         const free = freed.get(ord) ?? 0
         if (state.stopping || env === undefined || name === undefined || free <= 0) return false
         if (state.inflightBytes + h.size > o.maxInflightBytes) return false
-        const place = kept.find((k) => k.ord === ord && k.sink.options.name === name && passable(k))
+        const place = kept.find((k) => k.ord === ord && k.sink.options.name === name && passable(k, now))
         if (place === undefined || !fair.handOff(ord, free, now, limits.get(ord)!)) return false
         place.passed = true
         freed.set(ord, free - 1)
         state.inflight += 1
         state.inflightBytes += h.size
-        taken.push({ c: { entry: { ref: { ord, at: now, seq, sink }, value: { size: h.size, kind: 0 } }, ref: { ord, seq, sink } }, env, place })
+        taken.push({ c: { entry: { ref: { ord, at: now, seq, sink }, value: { size: h.size, kind: 0 } }, ref: { ord, seq, sink }, runs: place.runs + 1 }, env, place })
         return true
       })
     })

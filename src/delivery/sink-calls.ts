@@ -13,6 +13,8 @@ import type { DispatchSinkOptions } from "./options.js"
 export interface Claimed {
   readonly entry: DueEntry
   readonly ref: K.InflightRef
+  /** Handed off (handoff.ts): how many hand-offs in a row brought its place to it. */
+  readonly runs?: number
 }
 
 export interface SinkCalls {

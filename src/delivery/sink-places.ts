@@ -37,17 +37,32 @@ export interface PlacedSink {
 export interface KeptPlace {
   readonly ord: number
   readonly sink: PlacedSink
+  /** How many hand-offs in a row brought the place to the row that kept it (0: the round's). */
+  readonly runs: number
   passed: boolean
   released: boolean
 }
 
 /**
  * Whether a kept place may pass to its tenant's next row now: its sink still in force with its
- * breaker closed, and no tenant parked on it. A parked tenant waits for a place: then the round
- * decides who gets it, as the claim's admission does (a place passed on would keep it waiting).
+ * breaker closed, and, while a tenant is parked on it waiting for a place, its tenant within its
+ * share and the place passed fewer than HANDOFF_RUNS_WHILE_PARKED times in a row. Else the round
+ * decides who gets it, as the claim's admission does.
  */
-export const passable = (k: KeptPlace): boolean =>
-  !k.passed && !k.released && !k.sink.retired && k.sink.breaker.state === "closed" && k.sink.places.parked.size === 0
+export const passable = (k: KeptPlace, now: number): boolean =>
+  !k.passed &&
+  !k.released &&
+  !k.sink.retired &&
+  k.sink.breaker.state === "closed" &&
+  (k.sink.places.parked.size === 0 ||
+    (k.runs < HANDOFF_RUNS_WHILE_PARKED && (k.sink.places.heldBy.get(k.ord) ?? 0) <= shareOf(k.sink.places, k.ord, capacityOf(k.sink.places, now))))
+
+/**
+ * While a tenant is parked on the sink, a place passes only within its tenant's fair share of the
+ * sink (as the claim's admission counts it), and at most this many times in a row: then it goes
+ * back to the round, so a parked tenant waits for at most this many more calls of a place's holder.
+ */
+export const HANDOFF_RUNS_WHILE_PARKED = 2
 
 /** A kept place not passed on goes back to its sink (once). */
 export const releaseKept = (k: KeptPlace): void => {
@@ -127,16 +142,18 @@ const admitTo = (p: Places, ord: number, at: number, now: number): boolean => {
     return park(p, ord, at)
   }
   // While other tenants wait for room (parked), a tenant holds at most its fair share of the
-  // sink's places: the capacity over the tenants holding or wanting some, at least one.
-  if (p.parked.size > (p.parked.has(ord) ? 1 : 0)) {
-    let contenders = p.heldBy.size
-    for (const o of p.parked.keys()) if (!p.heldBy.has(o)) contenders++
-    if (!p.heldBy.has(ord) && !p.parked.has(ord)) contenders++
-    const share = Math.max(1, Math.floor(capacity / contenders))
-    if ((p.heldBy.get(ord) ?? 0) >= share) return park(p, ord, at)
-  }
+  // sink's places.
+  if (p.parked.size > (p.parked.has(ord) ? 1 : 0) && (p.heldBy.get(ord) ?? 0) >= shareOf(p, ord, capacity)) return park(p, ord, at)
   hold(p, ord, 1)
   return true
+}
+
+/** A tenant's fair share of a sink's places: the capacity over the tenants holding or wanting some (it among them), at least one. */
+const shareOf = (p: Places, ord: number, capacity: number): number => {
+  let contenders = p.heldBy.size
+  for (const o of p.parked.keys()) if (!p.heldBy.has(o)) contenders++
+  if (!p.heldBy.has(ord) && !p.parked.has(ord)) contenders++
+  return Math.max(1, Math.floor(capacity / contenders))
 }
 
 /**
