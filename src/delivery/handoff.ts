@@ -7,8 +7,9 @@
  *
  * So a hand-off never takes a place nor a slot its tenant did not hold: while a tenant is parked on
  * its sink, the place passes only within its tenant's share and a few times in a row (sink-places.ts
- * `passable`: else the round decides who gets it), and the row takes the inflight slot of a row of its tenant settling in the same batch, within the
- * tenant's limits (fair.ts `handOff`) and `maxInflightBytes`.
+ * `passable`: else the round decides who gets it), and the row takes the inflight slot of a row of
+ * its tenant settling in the same batch, within the tenant's limits (fair.ts `handOff`) and
+ * `maxInflightBytes`.
  */
 import { Clock, Effect } from "effect"
 import type { Envelope } from "../domain/envelope.js"
@@ -53,14 +54,13 @@ export const makeHandOff = (
   const take: TakeHeads = (heads) =>
     Effect.gen(function* () {
       // Only heads whose tenant kept a place that may pass: no other head costs a read.
-      const at = yield* Clock.currentTimeMillis
-      const offered = state.stopping ? [] : heads.filter((h) => kept.some((k) => k.ord === h.row.ord && passable(k, at)))
+      const now = yield* Clock.currentTimeMillis
+      const offered = state.stopping ? [] : heads.filter((h) => kept.some((k) => k.ord === h.row.ord && passable(k, now)))
       if (offered.length === 0) return heads.map(() => false)
       const envs = yield* queue.envelopes([...new Set(offered.map((h) => h.row.seq))])
       const ords = [...new Set(offered.map((h) => h.row.ord))]
       const read = yield* limitsOf(ords)
       const limits = new Map(ords.map((ord, i) => [ord, read[i]!]))
-      const now = yield* Clock.currentTimeMillis
       return heads.map((h) => {
         const { ord, seq, sink } = h.row
         const env = envs.get(seq)

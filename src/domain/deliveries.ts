@@ -148,10 +148,10 @@ export const expand = (r: { readonly ord: number; readonly seq: number; readonly
   deltas: [delta(r.ord, "pending", 1), delta(r.ord, "bytes", r.size)]
 })
 
-/** Due → inflight, carrying ord and size. The marker stays; the pipeline's cleanup removes stale ones. */
 /** A row's `?F` row: claimed, its size counted inflight. */
 export const inflightPut = (ord: number, seq: number, sink: number, size: number): Op => put("index", K.inflightKey(ord, seq, sink), K.sizeValue(size))
 
+/** Due → inflight, carrying ord and size. The marker stays; the pipeline's cleanup removes stale ones. */
 export const claim = (ref: K.DueRef, v: K.DueValue): Transition => ({
   ops: [del("index", K.dueKey(ref.ord, ref.at, ref.seq, ref.sink)), inflightPut(ref.ord, ref.seq, ref.sink, v.size)],
   deltas: [delta(ref.ord, pendingField(v.kind), -1), delta(ref.ord, "inflight", 1)]
