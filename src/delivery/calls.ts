@@ -295,19 +295,22 @@ export const makeSinkCalls = (
           }
           if (a.status >= 200 && a.status < 300) {
             // An ordered destination's row keeps its place for its lane's next head until its outcome is committed (handoff.ts).
-            let place: KeptPlace | undefined
+            // Kept only once its outcome is queued: the outcome's commit gives it back.
+            let kept = false
             try {
               const settled = delivered(job)
-              if (settled.result.lane !== undefined && sink.options.ordered !== undefined && !sink.retired && !cut) {
-                place = { ord: job.claimed.ref.ord, sink, runs: job.claimed.runs ?? 0, passed: false, released: false }
-              }
+              const place: KeptPlace | undefined =
+                settled.result.lane !== undefined && sink.options.ordered !== undefined && !sink.retired && !cut
+                  ? { ord: job.claimed.ref.ord, sink, runs: job.claimed.runs ?? 0, passed: false, released: false }
+                  : undefined
               outcomes.settle(place === undefined ? settled : { ...settled, place })
+              kept = place !== undefined
               finish()
             } catch (e) {
               // A defect here must not leak the slot either (guarded logs it and counts the row down).
               runFiber(guarded(job.claimed, Effect.die(e)))
             }
-            free(sink, job.claimed.ref.ord, place !== undefined)
+            free(sink, job.claimed.ref.ord, kept)
           } else runFiber(guarded(job.claimed, failed(sink, job, a)).pipe(Effect.ensuring(Effect.sync(() => free(sink, job.claimed.ref.ord)))))
         })
       }
