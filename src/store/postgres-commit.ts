@@ -18,10 +18,12 @@
  * An unsynced commit is acknowledged before the server flushes it, so a crash of the server, or a
  * failover to a standby that had not received it, can lose it while this process lives on with
  * state that assumed it (a claim lost, then its outcome's counter deltas applied: the counters no
- * longer a fold of the rows). So each commit confirms, in its own statement, the tokens of the
- * unsynced commits acknowledged since the last commit was sent (`confirm`, postgres-schema.ts): a
- * commit that sees them is in no history without them, and a synced one makes them durable. One
- * that finds one missing fails whole, and the process exits (exit 70) to rebuild from the store.
+ * longer a fold of the rows). So each commit confirms, in its own statement, the tokens of every
+ * unsynced commit acknowledged and not yet confirmed by a commit that succeeded (`confirm`,
+ * postgres-schema.ts): a commit that sees them is in no history without them, and a synced one
+ * makes them durable. Commits in flight together all carry them, so none that depends on a lost
+ * one can apply. One that finds one missing fails whole, and the process exits (exit 70) to
+ * rebuild from the store.
  * Tokens left unconfirmed for CONFIRM_MS (nothing else committed) are confirmed by a synced commit
  * of a token alone, so none is older than the prune's APPLIED_KEEP_MS while the database answers.
  */
@@ -88,8 +90,11 @@ export const makeCommits = (deps: CommitDeps) => {
   let next = 0
   const token = () => prefix | BigInt((next = (next + 1) >>> 0))
   const doubts: Array<bigint> = []
-  /** The tokens of unsynced commits acknowledged since the last commit was sent: the next one confirms them. */
-  let unconfirmed: Array<bigint> = []
+  /**
+   * The tokens of unsynced commits acknowledged and not yet confirmed by a commit that succeeded:
+   * every commit sent carries them all (one in flight with another may fail).
+   */
+  const unconfirmed = new Set<bigint>()
   /** Whether a commit was sent since the confirmer's last look. */
   let sent = false
   const applied = appliedTableOf(deps.schema)
@@ -141,22 +146,19 @@ export const makeCommits = (deps: CommitDeps) => {
       clearDoubts,
       Effect.suspend(() => {
         const t = token()
-        const confirming = unconfirmed
+        const confirming = [...unconfirmed]
         const stmt = batchStatement(deps.schema, batch, sync, deps.fence(), t, confirming)
         if (stmt === undefined) return Effect.void
-        unconfirmed = []
         sent = true
         const done = Effect.sync(() => {
           deps.committed()
-          // A synced commit is durable, and so is every commit it saw; an unsynced one is the next commit's to confirm.
-          if (!sync) unconfirmed.push(t)
+          // Committed after seeing them: in no history without them (and a synced commit made them durable).
+          for (const c of confirming) unconfirmed.delete(c)
+          // An unsynced one is the next commits' to confirm.
+          if (!sync) unconfirmed.add(t)
         })
-        // Not committed: the tokens it was to confirm are the next commit's.
-        const undone = (e: unknown) =>
-          Effect.andThen(
-            Effect.sync(() => void unconfirmed.push(...confirming)),
-            Effect.fail(deps.fail("write")(e))
-          )
+        // Not committed: the tokens it was to confirm are still the next commits'.
+        const undone = (e: unknown) => Effect.fail(deps.fail("write")(e))
         const attempt = (left: number): Effect.Effect<void, StoreError> =>
           deps.run(stmt.sql, stmt.params).pipe(
             Effect.andThen(done),
@@ -180,7 +182,7 @@ export const makeCommits = (deps: CommitDeps) => {
 
   /** Every CONFIRM_MS: tokens unconfirmed with nothing sent since the last look get a synced commit of their own (errors ignored: the next look tries again). */
   const confirmer = Effect.suspend(() => {
-    const idle = !sent && unconfirmed.length > 0
+    const idle = !sent && unconfirmed.size > 0
     sent = false
     return idle ? Effect.ignore(send([], true)) : Effect.void
   }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(CONFIRM_MS))), Effect.asVoid)

@@ -92,10 +92,12 @@ export const startNode = (dir: string, name: string, config: Record<string, unkn
 export interface Supervised {
   /** The node now running (the last one started). */
   readonly current: () => HaNode
-  /** The exit codes of the nodes that exited, in order (null: killed by a signal). */
+  /** The exit codes of the nodes that exited on their own (not by `drain` or `stop`), in order (null: killed by a signal). */
   readonly exits: Array<number | null>
   /** What each of those nodes wrote, in the same order. */
   readonly outputs: Array<string>
+  /** SIGTERM, as a service manager stops it (it drains), and no restart: nothing writes once it resolves. */
+  readonly drain: () => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -107,9 +109,10 @@ export const supervise = async (dir: string, name: string, config: Record<string
   let restarting = Promise.resolve()
   const watch = (n: HaNode): void =>
     void n.exited.then((code) => {
+      if (stopped) return
       exits.push(code)
       outputs.push(n.output())
-      if (stopped || code === 0) return
+      if (code === 0) return
       restarting = startNode(dir, name, config).then(
         (next) => {
           node = next
@@ -124,6 +127,12 @@ export const supervise = async (dir: string, name: string, config: Record<string
     current: () => node,
     exits,
     outputs,
+    drain: async () => {
+      stopped = true
+      await restarting
+      node.signal("SIGTERM")
+      await node.exited
+    },
     stop: async () => {
       stopped = true
       await restarting
